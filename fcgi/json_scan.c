@@ -1,0 +1,269 @@
+#include "config.h"
+
+#include "json_scan.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+struct scanner {
+  const unsigned char *p, *end;
+  int depth, max_depth;
+};
+
+static void skip_ws(struct scanner *s) {
+  while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+    s->p++;
+}
+
+/* One UTF-8 sequence at s->p (first byte >= 0x80); advances on success. */
+static int scan_utf8(struct scanner *s) {
+  const unsigned char *p = s->p;
+  size_t avail = (size_t)(s->end - p);
+  unsigned c = p[0];
+  uint32_t cp;
+  size_t n;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return JSON_ERR_UTF8;
+  }
+  if (avail < n)
+    return JSON_ERR_UTF8;
+  for (size_t i = 1; i < n; i++) {
+    if ((p[i] & 0xC0) != 0x80)
+      return JSON_ERR_UTF8;
+    cp = (cp << 6) | (p[i] & 0x3F);
+  }
+  /* overlong forms, surrogates, beyond U+10FFFF */
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+    return JSON_ERR_UTF8;
+  s->p += n;
+  return JSON_OK;
+}
+
+static int hex4(const unsigned char *p, unsigned *out) {
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    unsigned c = p[i], d;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      return -1;
+    v = (v << 4) | d;
+  }
+  *out = v;
+  return 0;
+}
+
+static int scan_string(struct scanner *s) {
+  s->p++; /* opening quote */
+  while (s->p < s->end) {
+    unsigned c = *s->p;
+    if (c == '"') {
+      s->p++;
+      return JSON_OK;
+    }
+    if (c < 0x20)
+      return c == 0 ? JSON_ERR_NUL : JSON_ERR_SYNTAX;
+    if (c >= 0x80) {
+      int r = scan_utf8(s);
+      if (r < 0)
+        return r;
+      continue;
+    }
+    if (c != '\\') {
+      s->p++;
+      continue;
+    }
+    if (s->end - s->p < 2)
+      return JSON_ERR_SYNTAX;
+    unsigned e = s->p[1];
+    if (strchr("\"\\/bfnrt", (int)e) != NULL && e != 0) {
+      s->p += 2;
+      continue;
+    }
+    if (e != 'u' || s->end - s->p < 6)
+      return JSON_ERR_SYNTAX;
+    unsigned u;
+    if (hex4(s->p + 2, &u) < 0)
+      return JSON_ERR_SYNTAX;
+    s->p += 6;
+    if (u == 0)
+      return JSON_ERR_NUL;
+    if (u >= 0xDC00 && u <= 0xDFFF)
+      return JSON_ERR_UTF8; /* lone low surrogate */
+    if (u >= 0xD800 && u <= 0xDBFF) {
+      unsigned lo;
+      if (s->end - s->p < 6 || s->p[0] != '\\' || s->p[1] != 'u' || hex4(s->p + 2, &lo) < 0 || lo < 0xDC00 ||
+          lo > 0xDFFF)
+        return JSON_ERR_UTF8;
+      s->p += 6;
+    }
+  }
+  return JSON_ERR_SYNTAX;
+}
+
+static int scan_number(struct scanner *s) {
+  const unsigned char *p = s->p;
+  if (p < s->end && *p == '-')
+    p++;
+  if (p >= s->end)
+    return JSON_ERR_SYNTAX;
+  if (*p == '0') {
+    p++;
+  } else if (*p >= '1' && *p <= '9') {
+    while (p < s->end && *p >= '0' && *p <= '9')
+      p++;
+  } else {
+    return JSON_ERR_SYNTAX;
+  }
+  if (p < s->end && *p == '.') {
+    p++;
+    if (p >= s->end || *p < '0' || *p > '9')
+      return JSON_ERR_SYNTAX;
+    while (p < s->end && *p >= '0' && *p <= '9')
+      p++;
+  }
+  if (p < s->end && (*p == 'e' || *p == 'E')) {
+    p++;
+    if (p < s->end && (*p == '+' || *p == '-'))
+      p++;
+    if (p >= s->end || *p < '0' || *p > '9')
+      return JSON_ERR_SYNTAX;
+    while (p < s->end && *p >= '0' && *p <= '9')
+      p++;
+  }
+  s->p = p;
+  return JSON_OK;
+}
+
+static int scan_literal(struct scanner *s, const char *word) {
+  size_t n = strlen(word);
+  if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
+    return JSON_ERR_SYNTAX;
+  s->p += n;
+  return JSON_OK;
+}
+
+/* Iterative over containers would avoid recursion entirely; depth is capped
+ * at max_depth (small), so recursion is bounded. */
+static int scan_value(struct scanner *s);
+
+static int scan_container(struct scanner *s, unsigned char close) {
+  if (++s->depth > s->max_depth)
+    return JSON_ERR_DEPTH;
+  s->p++;
+  skip_ws(s);
+  if (s->p < s->end && *s->p == close) {
+    s->p++;
+    s->depth--;
+    return JSON_OK;
+  }
+  for (;;) {
+    skip_ws(s);
+    if (close == '}') {
+      if (s->p >= s->end || *s->p != '"')
+        return JSON_ERR_SYNTAX;
+      int r = scan_string(s);
+      if (r < 0)
+        return r;
+      skip_ws(s);
+      if (s->p >= s->end || *s->p != ':')
+        return JSON_ERR_SYNTAX;
+      s->p++;
+    }
+    int r = scan_value(s);
+    if (r < 0)
+      return r;
+    skip_ws(s);
+    if (s->p >= s->end)
+      return JSON_ERR_SYNTAX;
+    if (*s->p == ',') {
+      s->p++;
+      continue;
+    }
+    if (*s->p == close) {
+      s->p++;
+      s->depth--;
+      return JSON_OK;
+    }
+    return JSON_ERR_SYNTAX;
+  }
+}
+
+static int scan_value(struct scanner *s) {
+  skip_ws(s);
+  if (s->p >= s->end)
+    return JSON_ERR_SYNTAX;
+  switch (*s->p) {
+  case '{':
+    return scan_container(s, '}');
+  case '[':
+    return scan_container(s, ']');
+  case '"':
+    return scan_string(s);
+  case 't':
+    return scan_literal(s, "true");
+  case 'f':
+    return scan_literal(s, "false");
+  case 'n':
+    return scan_literal(s, "null");
+  default:
+    return scan_number(s);
+  }
+}
+
+int json_scan(const char *str, size_t len, int max_depth, size_t *offset) {
+  struct scanner s = {(const unsigned char *)str, (const unsigned char *)str + len, 0, max_depth};
+  int r = scan_value(&s);
+  if (r == JSON_OK) {
+    skip_ws(&s);
+    if (s.p != s.end)
+      r = s.p < s.end && *s.p == 0 ? JSON_ERR_NUL : JSON_ERR_SYNTAX;
+  }
+  if (offset != NULL)
+    *offset = (size_t)(s.p - (const unsigned char *)str);
+  return r;
+}
+
+const char *json_scan_strerror(int code) {
+  switch (code) {
+  case JSON_OK:
+    return "valid";
+  case JSON_ERR_UTF8:
+    return "the body is not valid UTF-8";
+  case JSON_ERR_NUL:
+    return "NUL characters are not accepted";
+  case JSON_ERR_DEPTH:
+    return "the JSON is nested too deeply";
+  default:
+    return "the body is not valid JSON";
+  }
+}
+
+size_t utf8_valid_prefix(const char *str, size_t len) {
+  struct scanner s = {(const unsigned char *)str, (const unsigned char *)str + len, 0, 0};
+  while (s.p < s.end) {
+    if (*s.p == 0)
+      break;
+    if (*s.p < 0x80) {
+      s.p++;
+      continue;
+    }
+    if (scan_utf8(&s) < 0)
+      break;
+  }
+  return (size_t)(s.p - (const unsigned char *)str);
+}

@@ -1,0 +1,249 @@
+/* mcp-server: the master process.
+ *
+ * Prepares the state folder and the sandbox skeleton, opens the FastCGI
+ * socket, pre-forks the responders and the keeper, restarts any that dies,
+ * and on SIGTERM/SIGINT stops everything it started: responders, keeper and
+ * the per-session supervisors (which destroy their sandboxes).
+ *
+ * It is a child subreaper: supervisors are started by responders with a
+ * double fork and adopted here, so they survive a responder that dies and
+ * are still ours to stop.
+ *
+ * usage: mcp-server [--print-config] */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcgiapp.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "responder.h"
+#include "sandbox/bundle.h"
+#include "sandbox/keeper.h"
+#include "sandbox/session.h"
+#include "sandbox/settings.h"
+#include "sandbox/util.h"
+
+#define MAX_RESPONDERS 256
+#define STOP_GRACE_MS 15000
+
+static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t child_exited;
+
+static void on_stop(int sig) { stop_signal = sig; }
+static void on_child(int sig) {
+  (void)sig;
+  child_exited = 1;
+}
+
+struct master {
+  struct mcp_config cfg;
+  int listen_fd;
+  pid_t responders[MAX_RESPONDERS];
+  pid_t keeper;
+  int64_t restarts_window_start;
+  int restarts_in_window;
+};
+
+static pid_t spawn(struct master *m, bool keeper) {
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("mcp-server: fork");
+    return -1;
+  }
+  if (pid > 0)
+    return pid;
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGCHLD, SIG_DFL);
+  if (keeper) {
+    close(m->listen_fd);
+    _exit(keeper_main(&m->cfg));
+  }
+  _exit(responder_main(&m->cfg, m->listen_fd));
+}
+
+static int open_socket(struct master *m) {
+  const char *path = m->cfg.fcgi_socket;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof(dir), "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash != NULL && slash != dir) {
+    *slash = '\0';
+    mcp_error_t err = NULL;
+    if (mkdir_p(dir, 0750, &err) < 0) {
+      mcp_error_log_release(&err, "mcp-server");
+      return -1;
+    }
+  }
+  unlink(path);
+  mode_t old = umask(0117);
+  int fd = FCGX_OpenSocket(path, 1024);
+  umask(old);
+  if (fd < 0) {
+    fprintf(stderr, "mcp-server: cannot listen on %s\n", path);
+    return -1;
+  }
+  /* nginx's workers run as socket_group: they need the folder and the socket. */
+  struct group *g = getgrnam(m->cfg.socket_group);
+  if (g != NULL) {
+    if (chown(path, 0, g->gr_gid) < 0 || (slash != NULL && chown(dir, 0, g->gr_gid) < 0))
+      perror("mcp-server: chown socket");
+    chmod(path, 0660);
+    if (slash != NULL)
+      chmod(dir, 0750);
+  } else {
+    chmod(path, 0666);
+    fprintf(stderr, "mcp-server: group %s not found; the socket is open to every local user\n",
+            m->cfg.socket_group);
+  }
+  m->listen_fd = fd;
+  return 0;
+}
+
+static int prepare(struct master *m) {
+  mcp_error_t err = NULL;
+  char rootfs[PATH_MAX];
+  if (store_prepare(&m->cfg, &err) < 0 || config_path(&m->cfg, rootfs, sizeof(rootfs), "rootfs") < 0 ||
+      rootfs_prepare(rootfs, m->cfg.sandbox_uid, m->cfg.sandbox_gid, &err) < 0) {
+    fprintf(stderr, "mcp-server: cannot prepare %s: %s\n", m->cfg.state_dir, err ? err->msg : "path too long");
+    mcp_error_release(&err);
+    return -1;
+  }
+  return open_socket(m);
+}
+
+/* Too many restarts in a short time means a broken setup: slow down. */
+static void restart_backoff(struct master *m) {
+  int64_t now = now_ms();
+  if (now - m->restarts_window_start > 10000) {
+    m->restarts_window_start = now;
+    m->restarts_in_window = 0;
+  }
+  if (++m->restarts_in_window > 20)
+    poll(NULL, 0, 1000);
+}
+
+static void reap(struct master *m) {
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0)
+      return;
+    if (stop_signal)
+      continue;
+    if (pid == m->keeper) {
+      fprintf(stderr, "mcp-server: keeper %d exited (status %d); restarting it\n", pid, status);
+      restart_backoff(m);
+      m->keeper = spawn(m, true);
+      continue;
+    }
+    for (int i = 0; i < m->cfg.responders; i++) {
+      if (m->responders[i] != pid)
+        continue;
+      fprintf(stderr, "mcp-server: responder %d exited (status %d); restarting it\n", pid, status);
+      restart_backoff(m);
+      m->responders[i] = spawn(m, false);
+    }
+    /* anything else is an adopted supervisor or helper: just reaped */
+  }
+}
+
+/* Every child of ours, adopted ones included (supervisors). */
+static int list_children(pid_t *out, int max) {
+  int n = 0;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task", getpid());
+  cleanup_dir DIR *d = opendir(path);
+  struct dirent *de;
+  while (d != NULL && (de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.')
+      continue;
+    char cpath[384];
+    snprintf(cpath, sizeof(cpath), "%s/%s/children", path, de->d_name);
+    cleanup_fclose FILE *f = fopen(cpath, "re");
+    long pid;
+    while (f != NULL && n < max && fscanf(f, "%ld", &pid) == 1)
+      out[n++] = (pid_t)pid;
+  }
+  return n;
+}
+
+static void stop_all(struct master *m) {
+  pid_t kids[4096];
+  int n = list_children(kids, (int)ARRAY_SIZE(kids));
+  for (int i = 0; i < n; i++)
+    kill(kids[i], SIGTERM);
+  int64_t deadline = now_ms() + STOP_GRACE_MS;
+  while (now_ms() < deadline) {
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+      ;
+    if (list_children(kids, (int)ARRAY_SIZE(kids)) == 0)
+      break;
+    poll(NULL, 0, 20);
+  }
+  n = list_children(kids, (int)ARRAY_SIZE(kids));
+  for (int i = 0; i < n; i++)
+    kill(kids[i], SIGKILL);
+  while (waitpid(-1, NULL, WNOHANG) > 0)
+    ;
+  unlink(m->cfg.fcgi_socket);
+}
+
+int main(int argc, char **argv) {
+  static struct master m;
+  mcp_error_t err = NULL;
+  if (config_load(&m.cfg, &err) < 0) {
+    fprintf(stderr, "mcp-server: %s\n", mcp_error_public(err));
+    mcp_error_release(&err);
+    return 1;
+  }
+  if (argc > 1 && strcmp(argv[1], "--print-config") == 0) {
+    config_print(&m.cfg, stdout);
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "usage: mcp-server [--print-config]\n");
+    return 2;
+  }
+  if (m.cfg.responders > MAX_RESPONDERS)
+    m.cfg.responders = MAX_RESPONDERS;
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  signal(SIGPIPE, SIG_IGN);
+  struct sigaction stop = {.sa_handler = on_stop}, child = {.sa_handler = on_child};
+  sigaction(SIGTERM, &stop, NULL);
+  sigaction(SIGINT, &stop, NULL);
+  sigaction(SIGCHLD, &child, NULL);
+  if (prepare(&m) < 0)
+    return 1;
+  m.keeper = spawn(&m, true);
+  for (int i = 0; i < m.cfg.responders; i++)
+    m.responders[i] = spawn(&m, false);
+  fprintf(stderr, "mcp-server: %d responders on %s, state in %s, backend %s\n", m.cfg.responders,
+          m.cfg.fcgi_socket, m.cfg.state_dir, m.cfg.backend);
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGCHLD);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGINT);
+  while (!stop_signal) {
+    sigprocmask(SIG_BLOCK, &block, &old);
+    if (!stop_signal && !child_exited)
+      sigsuspend(&old);
+    child_exited = 0;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    reap(&m);
+  }
+  fprintf(stderr, "mcp-server: stopping (signal %d)\n", (int)stop_signal);
+  stop_all(&m);
+  return 0;
+}

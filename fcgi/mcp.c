@@ -1,0 +1,402 @@
+#include "config.h"
+
+#include "mcp.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "json_scan.h"
+#include "sandbox/util.h"
+#include "tools.h"
+
+#define MAX_JSON_DEPTH 64
+#define MAX_STRING_ID 256
+
+static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+
+bool mcp_version_supported(const char *v) {
+  for (size_t i = 0; i < ARRAY_SIZE(versions); i++)
+    if (strcmp(v, versions[i]) == 0)
+      return true;
+  return false;
+}
+
+int rpc_fail(struct rpc_call *c, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->error_message, sizeof(c->error_message), fmt, ap);
+  va_end(ap);
+  c->error_code = code;
+  return -1;
+}
+
+/* ---- responses ---- */
+
+static int send_json(struct http_sink *sink, int status, cJSON *body, const char *session_id) {
+  cleanup_free char *text = body ? cJSON_PrintUnformatted(body) : NULL;
+  char hdr[80];
+  const char *headers[3] = {NULL, NULL, NULL};
+  if (session_id != NULL) {
+    snprintf(hdr, sizeof(hdr), "Mcp-Session-Id: %s", session_id);
+    headers[0] = hdr;
+  }
+  if (text == NULL) {
+    static const char oom[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Internal error\"}}";
+    return http_send(sink, 500, "application/json", NULL, oom, sizeof(oom) - 1);
+  }
+  return http_send(sink, status, "application/json", headers, text, strlen(text));
+}
+
+static cJSON *rpc_envelope(const cJSON *id) {
+  cJSON *o = cJSON_CreateObject();
+  if (o == NULL)
+    return NULL;
+  cJSON_AddStringToObject(o, "jsonrpc", "2.0");
+  cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+  return o;
+}
+
+/* A JSON-RPC error response with HTTP status `status`. */
+static int send_rpc_error(struct http_sink *sink, int status, const cJSON *id, int code, const char *message) {
+  cleanup_cjson cJSON *o = rpc_envelope(id);
+  if (o != NULL) {
+    cJSON *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddNumberToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", message);
+  }
+  return send_json(sink, status, o, NULL);
+}
+
+static int send_empty(struct http_sink *sink, int status, const char *const *headers) {
+  return http_send(sink, status, NULL, headers, NULL, 0);
+}
+
+/* ---- methods ---- */
+
+static int handle_initialize(struct rpc_call *c) {
+  const cJSON *pv = cJSON_GetObjectItemCaseSensitive(c->params, "protocolVersion");
+  if (c->params != NULL && !cJSON_IsObject(c->params))
+    return rpc_fail(c, RPC_INVALID_PARAMS, "initialize: params must be an object");
+  if (!cJSON_IsString(pv))
+    return rpc_fail(c, RPC_INVALID_PARAMS, "initialize: params.protocolVersion must be a string");
+  const char *version = mcp_version_supported(pv->valuestring) ? pv->valuestring : MCP_LATEST_VERSION;
+
+  struct session s;
+  mcp_error_t err = NULL;
+  if (session_create(c->ctx->store, c->http->token_id, &s, &err) < 0) {
+    bool full = err->kind == MCP_ERR_CAPACITY;
+    rpc_fail(c, RPC_INTERNAL_ERROR, "%s", mcp_error_public(err));
+    c->http_status = full ? 503 : 500;
+    if (!full)
+      mcp_error_log_release(&err, "initialize");
+    mcp_error_release(&err);
+    return -1;
+  }
+  memcpy(c->new_session, s.id, sizeof(c->new_session));
+  session_close(&s);
+
+  cJSON *r = cJSON_CreateObject();
+  c->result = r;
+  cJSON_AddStringToObject(r, "protocolVersion", version);
+  cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
+  cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
+  cJSON_AddBoolToObject(tools, "listChanged", 0);
+  cJSON *info = cJSON_AddObjectToObject(r, "serverInfo");
+  cJSON_AddStringToObject(info, "name", MCP_SERVER_NAME);
+  cJSON_AddStringToObject(info, "title", "Python sandbox");
+  cJSON_AddStringToObject(info, "version", PACKAGE_VERSION);
+  cJSON_AddStringToObject(
+      r, "instructions",
+      "Each session has its own gVisor sandbox with a persistent working directory /work: files written in "
+      "one call are there in the next call of the same session. Every call runs in a fresh Python process "
+      "(variables do not persist; save state to files). There is no network access.");
+  return 0;
+}
+
+static int handle_ping(struct rpc_call *c) {
+  c->result = cJSON_CreateObject();
+  return 0;
+}
+
+static int handle_tools_list(struct rpc_call *c) {
+  if (c->params != NULL && !cJSON_IsObject(c->params))
+    return rpc_fail(c, RPC_INVALID_PARAMS, "tools/list: params must be an object");
+  c->result = tools_list(c->ctx->cfg);
+  return c->result ? 0 : rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+}
+
+static int handle_tools_call(struct rpc_call *c) { return tools_call(c); }
+
+struct method {
+  const char *name;
+  rpc_handler fn;
+};
+
+static const struct method methods[] = {
+    {"initialize", handle_initialize},
+    {"ping", handle_ping},
+    {"tools/list", handle_tools_list},
+    {"tools/call", handle_tools_call},
+};
+
+/* ---- request checks ---- */
+
+/* ids are strings or integers (MCP forbids null); huge numbers would not
+ * survive the round trip through a double, so they are refused. */
+static bool id_valid(const cJSON *id) {
+  if (cJSON_IsString(id))
+    return strlen(id->valuestring) <= MAX_STRING_ID;
+  if (!cJSON_IsNumber(id))
+    return false;
+  double d = id->valuedouble;
+  return d == (double)(int64_t)d && d <= 9007199254740991.0 && d >= -9007199254740991.0;
+}
+
+static int cmp_keys(const void *a, const void *b) {
+  const cJSON *const *x = a, *const *y = b;
+  return strcmp((*x)->string, (*y)->string);
+}
+
+/* Objects with a repeated key are ambiguous (cJSON would take the first
+ * occurrence, another parser the last): refuse them anywhere. */
+static bool has_duplicate_keys(const cJSON *node) {
+  for (; node != NULL; node = node->next) {
+    if (cJSON_IsObject(node)) {
+      size_t n = 0;
+      for (const cJSON *c = node->child; c; c = c->next)
+        n++;
+      if (n > 1) {
+        cleanup_free const cJSON **keys = malloc(n * sizeof(*keys));
+        if (keys == NULL)
+          return true;
+        size_t i = 0;
+        for (const cJSON *c = node->child; c; c = c->next)
+          keys[i++] = c;
+        qsort(keys, n, sizeof(*keys), cmp_keys);
+        for (i = 1; i < n; i++)
+          if (strcmp(keys[i - 1]->string, keys[i]->string) == 0)
+            return true;
+      }
+    }
+    if ((cJSON_IsObject(node) || cJSON_IsArray(node)) && has_duplicate_keys(node->child))
+      return true;
+  }
+  return false;
+}
+
+static int check_post_headers(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
+  if (!http_is_json(req->content_type))
+    return send_rpc_error(sink, 415, NULL, RPC_INVALID_REQUEST,
+                          "Unsupported Media Type: Content-Type must be application/json"),
+           -1;
+  if (!http_accepts(req->accept, "application/json") && !http_accepts(req->accept, "text/event-stream"))
+    return send_rpc_error(sink, 406, NULL, RPC_INVALID_REQUEST,
+                          "Not Acceptable: Accept must include application/json and text/event-stream"),
+           -1;
+  if (req->body_too_large) {
+    char msg[128];
+    snprintf(msg, sizeof(msg), "The request body is larger than the limit of %llu bytes",
+             (unsigned long long)ctx->cfg->max_body);
+    return send_rpc_error(sink, 413, NULL, RPC_INVALID_REQUEST, msg), -1;
+  }
+  return 0;
+}
+
+/* Parse and validate the body; NULL after an error response was sent. */
+static cJSON *parse_body(const struct http_request *req, struct http_sink *sink) {
+  size_t off = 0;
+  int r = json_scan(req->body ? req->body : "", req->body_len, MAX_JSON_DEPTH, &off);
+  if (r != JSON_OK) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "Parse error: %s (at byte %zu)", json_scan_strerror(r), off);
+    send_rpc_error(sink, 400, NULL, RPC_PARSE_ERROR, msg);
+    return NULL;
+  }
+  cJSON *msg = cJSON_ParseWithLength(req->body, req->body_len);
+  if (msg == NULL) {
+    send_rpc_error(sink, 400, NULL, RPC_PARSE_ERROR, "Parse error: the body is not valid JSON");
+    return NULL;
+  }
+  if (cJSON_IsArray(msg)) {
+    send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST,
+                   "Invalid Request: batches are not supported; send one JSON-RPC message per request");
+  } else if (!cJSON_IsObject(msg)) {
+    send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object");
+  } else if (has_duplicate_keys(msg)) {
+    send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST, "Invalid Request: an object has a duplicate key");
+  } else {
+    return msg;
+  }
+  cJSON_Delete(msg);
+  return NULL;
+}
+
+/* Look up the session a non-initialize message names; sends 400/404. */
+static int open_session(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink,
+                        const cJSON *id, struct session *s) {
+  if (req->session_id == NULL || *req->session_id == '\0')
+    return send_rpc_error(sink, 400, id, RPC_INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"),
+           -1;
+  if (req->protocol_version != NULL && !mcp_version_supported(req->protocol_version)) {
+    char msg[200];
+    snprintf(msg, sizeof(msg), "Bad Request: unsupported MCP-Protocol-Version; supported: %s, %s, %s", versions[0],
+             versions[1], versions[2]);
+    return send_rpc_error(sink, 400, id, RPC_INVALID_REQUEST, msg), -1;
+  }
+  mcp_error_t err = NULL;
+  if (session_open(ctx->store, req->session_id, req->token_id, s, &err) < 0) {
+    bool missing = err->kind == MCP_ERR_NOT_FOUND;
+    if (!missing)
+      mcp_error_log_release(&err, "session");
+    mcp_error_release(&err);
+    return send_rpc_error(sink, missing ? 404 : 500, id, missing ? MCP_SESSION_NOT_FOUND : RPC_INTERNAL_ERROR,
+                          missing ? "Session not found: it has ended or expired; initialize a new session"
+                                  : "Internal error"),
+           -1;
+  }
+  if (session_touch(ctx->store, s, &err) < 0)
+    mcp_error_log_release(&err, "session touch");
+  return 0;
+}
+
+static int dispatch(struct rpc_call *c) {
+  for (size_t i = 0; i < ARRAY_SIZE(methods); i++) {
+    if (strcmp(methods[i].name, c->method) == 0) {
+      c->http_status = 200;
+      int r = methods[i].fn(c);
+      if (r < 0 && c->error_code == 0)
+        rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+      return r;
+    }
+  }
+  return rpc_fail(c, RPC_METHOD_NOT_FOUND, "Method not found: %s", c->method);
+}
+
+/* Answer a handled call unless the handler already streamed its answer. */
+static int finish_call(struct rpc_call *c, bool streamed) {
+  if (streamed)
+    return 0;
+  if (c->result == NULL)
+    return send_rpc_error(c->sink, c->http_status ? c->http_status : 200, c->id, c->error_code,
+                          c->error_message);
+  cleanup_cjson cJSON *o = rpc_envelope(c->id);
+  if (o == NULL)
+    return send_json(c->sink, 500, NULL, NULL);
+  cJSON_AddItemToObject(o, "result", steal_pointer(&c->result));
+  return send_json(c->sink, 200, o, c->new_session[0] ? c->new_session : NULL);
+}
+
+static int handle_request(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink, cJSON *msg) {
+  const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+  const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
+  const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
+  if (!id_valid(id))
+    return send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST,
+                          "Invalid Request: id must be a string (at most 256 bytes) or an integer");
+  if (params != NULL && !cJSON_IsObject(params) && !cJSON_IsNull(params))
+    return send_rpc_error(sink, 200, id, RPC_INVALID_PARAMS, "Invalid params: params must be an object");
+  struct rpc_call c = {.ctx = ctx, .http = req, .sink = sink, .id = id, .method = method->valuestring,
+                       .params = cJSON_IsNull(params) ? NULL : params};
+  struct session s = {.dirfd = -1, .lock_fd = -1};
+  if (strcmp(c.method, "initialize") != 0) {
+    if (open_session(ctx, req, sink, id, &s) < 0)
+      return 0;
+    c.session = &s;
+  }
+  int r = dispatch(&c);
+  bool streamed = r > 0;
+  if (c.session != NULL) {
+    mcp_error_t err = NULL;
+    if (strcmp(c.method, "tools/call") == 0 && session_touch(ctx->store, &s, &err) < 0)
+      mcp_error_log_release(&err, "session touch");
+    session_close(&s);
+  }
+  int ret = finish_call(&c, streamed);
+  cJSON_Delete(c.result);
+  return ret;
+}
+
+static int handle_post(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
+  if (check_post_headers(ctx, req, sink) < 0)
+    return 0;
+  cleanup_cjson cJSON *msg = parse_body(req, sink);
+  if (msg == NULL)
+    return 0;
+  const cJSON *jsonrpc = cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc");
+  if (!cJSON_IsString(jsonrpc) || strcmp(jsonrpc->valuestring, "2.0") != 0)
+    return send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"");
+  const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
+  bool has_id = cJSON_GetObjectItemCaseSensitive(msg, "id") != NULL;
+  if (method != NULL && !cJSON_IsString(method))
+    return send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST, "Invalid Request: method must be a string");
+  if (method != NULL && has_id)
+    return handle_request(ctx, req, sink, msg);
+  bool is_response = method == NULL && has_id &&
+                     (cJSON_HasObjectItem(msg, "result") || cJSON_HasObjectItem(msg, "error"));
+  if (method == NULL && !is_response)
+    return send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST,
+                          "Invalid Request: not a JSON-RPC request, notification or response");
+  /* Notifications and responses: acknowledged once the session is known. */
+  struct session s;
+  if (open_session(ctx, req, sink, NULL, &s) < 0)
+    return 0;
+  if (method != NULL)
+    tools_notification(ctx, &s, method->valuestring, cJSON_GetObjectItemCaseSensitive(msg, "params"));
+  session_close(&s);
+  return send_empty(sink, 202, NULL);
+}
+
+static int handle_delete(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
+  struct session s;
+  if (open_session(ctx, req, sink, NULL, &s) < 0)
+    return 0;
+  session_close(&s);
+  mcp_error_t err = NULL;
+  if (session_destroy(ctx->store, req->session_id, &err) < 0) {
+    bool missing = err->kind == MCP_ERR_NOT_FOUND;
+    if (!missing && err->kind != MCP_ERR_BUSY)
+      mcp_error_log_release(&err, "delete");
+    mcp_error_release(&err);
+    if (missing)
+      return send_rpc_error(sink, 404, NULL, MCP_SESSION_NOT_FOUND, "Session not found");
+  }
+  return send_empty(sink, 204, NULL);
+}
+
+static int handle_get(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
+  (void)ctx;
+  if (!http_accepts(req->accept, "text/event-stream"))
+    return send_rpc_error(sink, 406, NULL, RPC_INVALID_REQUEST, "Not Acceptable: Accept must include text/event-stream");
+  /* No server-initiated messages exist in this server: every notification
+   * belongs to a request and travels on that request's stream. */
+  static const char *const allow[] = {"Allow: POST, DELETE", NULL};
+  return http_send(sink, 405, "application/json", allow,
+                   "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32600,\"message\":"
+                   "\"Method Not Allowed: this server has no standalone SSE stream; use POST\"}}",
+                   strlen("{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32600,\"message\":"
+                          "\"Method Not Allowed: this server has no standalone SSE stream; use POST\"}}"));
+}
+
+int mcp_serve(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
+  if (!http_origin_allowed(ctx->cfg, req->origin))
+    return send_rpc_error(sink, 403, NULL, RPC_INVALID_REQUEST, "Forbidden: Origin not allowed");
+  if (req->token_id == NULL || *req->token_id == '\0') {
+    /* nginx checks the bearer token and names it; without a name the
+     * request did not come through the authenticated path. */
+    static const char *const www[] = {"WWW-Authenticate: Bearer realm=\"mcp\"", NULL};
+    static const char body[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32001,\"message\":"
+                               "\"Unauthorized: a valid bearer token is required\"}}";
+    return http_send(sink, 401, "application/json", www, body, sizeof(body) - 1);
+  }
+  const char *m = req->method ? req->method : "";
+  if (strcmp(m, "POST") == 0)
+    return handle_post(ctx, req, sink);
+  if (strcmp(m, "DELETE") == 0)
+    return handle_delete(ctx, req, sink);
+  if (strcmp(m, "GET") == 0)
+    return handle_get(ctx, req, sink);
+  static const char *const allow[] = {"Allow: GET, POST, DELETE", NULL};
+  return send_empty(sink, 405, allow);
+}

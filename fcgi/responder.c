@@ -1,0 +1,120 @@
+#include "config.h"
+
+#include "responder.h"
+
+#include <errno.h>
+#include <fcgiapp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "mcp.h"
+#include "sandbox/util.h"
+
+static volatile sig_atomic_t busy;
+static volatile sig_atomic_t stop_requested;
+
+static void on_term(int sig) {
+  (void)sig;
+  stop_requested = 1;
+  if (!busy)
+    _exit(0); /* idle in accept(): nothing to finish */
+}
+
+static int fcgx_write(void *opaque, const char *data, size_t len) {
+  FCGX_Stream *out = opaque;
+  while (len > 0) {
+    int chunk = len > (1 << 30) ? (1 << 30) : (int)len;
+    if (FCGX_PutStr(data, chunk, out) != chunk)
+      return -1;
+    data += chunk;
+    len -= (size_t)chunk;
+  }
+  return 0;
+}
+
+static int fcgx_flush(void *opaque) { return FCGX_FFlush((FCGX_Stream *)opaque); }
+
+/* Read the body, at most max_body bytes; beyond that only note it. */
+static int read_body(FCGX_Request *r, const struct mcp_config *cfg, struct buf *body, bool *too_large) {
+  const char *cl = FCGX_GetParam("CONTENT_LENGTH", r->envp);
+  unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0;
+  if (want > cfg->max_body) {
+    *too_large = true;
+    return 0;
+  }
+  char tmp[65536];
+  while (body->len < want) {
+    size_t ask = want - body->len < sizeof(tmp) ? (size_t)(want - body->len) : sizeof(tmp);
+    int n = FCGX_GetStr(tmp, (int)ask, r->in);
+    if (n <= 0)
+      break;
+    if (buf_append(body, tmp, (size_t)n) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r) {
+  const struct mcp_config *cfg = ctx->cfg;
+  cleanup_buf struct buf body = {0};
+  bool too_large = false;
+  struct http_sink sink = {fcgx_write, fcgx_flush, r->out};
+  if (read_body(r, cfg, &body, &too_large) < 0) {
+    static const char oom[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Internal error\"}}";
+    http_send(&sink, 500, "application/json", NULL, oom, sizeof(oom) - 1);
+    return;
+  }
+  struct http_request req = {
+      .method = FCGX_GetParam("REQUEST_METHOD", r->envp),
+      .content_type = FCGX_GetParam("CONTENT_TYPE", r->envp),
+      .accept = FCGX_GetParam("HTTP_ACCEPT", r->envp),
+      .origin = FCGX_GetParam("HTTP_ORIGIN", r->envp),
+      .host = FCGX_GetParam("HTTP_HOST", r->envp),
+      .session_id = FCGX_GetParam("HTTP_MCP_SESSION_ID", r->envp),
+      .protocol_version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", r->envp),
+      .token_id = FCGX_GetParam("MCP_TOKEN_ID", r->envp),
+      .request_id = FCGX_GetParam("REQUEST_ID", r->envp),
+      .body = body.data,
+      .body_len = body.len,
+      .body_too_large = too_large,
+  };
+  mcp_serve(ctx, &req, &sink);
+}
+
+int responder_main(const struct mcp_config *cfg, int listen_fd) {
+  struct sigaction sa = {.sa_handler = on_term}; /* no SA_RESTART: accept() returns EINTR */
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  if (FCGX_Init() != 0) {
+    fprintf(stderr, "responder: FCGX_Init failed\n");
+    return 1;
+  }
+  struct store st;
+  mcp_error_t err = NULL;
+  if (store_open(cfg, &st, &err) < 0) {
+    mcp_error_log_release(&err, "responder");
+    return 1;
+  }
+  struct mcp_ctx ctx = {.cfg = cfg, .store = &st};
+  FCGX_Request r;
+  FCGX_InitRequest(&r, listen_fd, FCGI_FAIL_ACCEPT_ON_INTR);
+  while (!stop_requested) {
+    busy = 0;
+    if (stop_requested)
+      break;
+    if (FCGX_Accept_r(&r) < 0) {
+      if (stop_requested)
+        break;
+      continue;
+    }
+    busy = 1;
+    serve_one(&ctx, &r);
+    FCGX_Finish_r(&r);
+  }
+  store_close(&st);
+  return 0;
+}

@@ -1,0 +1,281 @@
+#include "config.h"
+
+#include "tools.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "json_scan.h"
+#include "sandbox/util.h"
+
+/* ---- schemas ---- */
+
+static cJSON *prop(cJSON *props, const char *name, const char *type, const char *description) {
+  cJSON *p = cJSON_AddObjectToObject(props, name);
+  cJSON_AddStringToObject(p, "type", type);
+  if (description != NULL)
+    cJSON_AddStringToObject(p, "description", description);
+  return p;
+}
+
+static cJSON *input_schema(const struct mcp_config *cfg) {
+  cJSON *s = cJSON_CreateObject();
+  cJSON_AddStringToObject(s, "type", "object");
+  cJSON *props = cJSON_AddObjectToObject(s, "properties");
+  prop(props, "code", "string",
+       "Python 3 source code, run as __main__ in a fresh process. Print what you want to see; "
+       "write files to output/ to get them back.");
+  cJSON *pk = prop(props, "packages", "array", "Python packages to install into the session before running.");
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(pk, "items"), "type", "string");
+  cJSON *env = prop(props, "env_variables", "object", "Environment variables for this call only.");
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(env, "additionalProperties"), "type", "string");
+  cJSON *to = prop(props, "timeout_seconds", "integer", "Wall-clock limit of the call in seconds.");
+  cJSON_AddNumberToObject(to, "minimum", 1);
+  cJSON_AddNumberToObject(to, "maximum", cfg->timeout_max);
+  cJSON_AddNumberToObject(to, "default", cfg->timeout_default);
+  cJSON *req = cJSON_AddArrayToObject(s, "required");
+  cJSON_AddItemToArray(req, cJSON_CreateString("code"));
+  cJSON_AddBoolToObject(s, "additionalProperties", 0);
+  return s;
+}
+
+static cJSON *output_schema(void) {
+  cJSON *s = cJSON_CreateObject();
+  cJSON_AddStringToObject(s, "type", "object");
+  cJSON *props = cJSON_AddObjectToObject(s, "properties");
+  prop(props, "stdout", "string", "Standard output (at most the configured limit).");
+  prop(props, "stderr", "string", "Standard error (at most the configured limit).");
+  prop(props, "exit_code", "integer", "Exit status; 128+N when killed by signal N.");
+  prop(props, "timed_out", "boolean", "The wall-clock limit ended the call.");
+  prop(props, "duration_ms", "integer", "Wall-clock duration of the call.");
+  prop(props, "truncated", "boolean", "Output beyond the limit was dropped.");
+  cJSON *req = cJSON_AddArrayToObject(s, "required");
+  static const char *const required[] = {"stdout", "stderr", "exit_code", "timed_out", "duration_ms", "truncated"};
+  for (size_t i = 0; i < ARRAY_SIZE(required); i++)
+    cJSON_AddItemToArray(req, cJSON_CreateString(required[i]));
+  return s;
+}
+
+cJSON *tools_list(const struct mcp_config *cfg) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON *tools = cJSON_AddArrayToObject(r, "tools");
+  cJSON *t = cJSON_CreateObject();
+  cJSON_AddItemToArray(tools, t);
+  cJSON_AddStringToObject(t, "name", "execute_python");
+  cJSON_AddStringToObject(t, "title", "Run Python");
+  cJSON_AddStringToObject(
+      t, "description",
+      "Run Python 3 code in this session's isolated sandbox (gVisor, no network). The working directory "
+      "/work persists between calls of the session: files and installed packages stay, variables do not "
+      "(each call is a fresh process). Returns stdout, stderr and the exit code; isError is true when the "
+      "code fails or times out.");
+  cJSON_AddItemToObject(t, "inputSchema", input_schema(cfg));
+  cJSON_AddItemToObject(t, "outputSchema", output_schema());
+  cJSON *ann = cJSON_AddObjectToObject(t, "annotations");
+  cJSON_AddBoolToObject(ann, "readOnlyHint", 0);
+  cJSON_AddBoolToObject(ann, "destructiveHint", 0);
+  cJSON_AddBoolToObject(ann, "idempotentHint", 0);
+  cJSON_AddBoolToObject(ann, "openWorldHint", 0);
+  return r;
+}
+
+/* ---- arguments ---- */
+
+static int arg_fail(char *msg, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int arg_fail(char *msg, size_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, size, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static bool env_name_valid(const char *s) {
+  if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+    return false;
+  for (s++; *s; s++)
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+      return false;
+  return true;
+}
+
+static int parse_env(const cJSON *env, char *msg, size_t size) {
+  if (!cJSON_IsObject(env))
+    return arg_fail(msg, size, "env_variables must be an object whose values are strings");
+  int n = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, env) {
+    if (++n > MAX_ENV_VARS)
+      return arg_fail(msg, size, "env_variables: at most %d variables", MAX_ENV_VARS);
+    if (strlen(it->string) > MAX_ENV_NAME || !env_name_valid(it->string))
+      return arg_fail(msg, size, "env_variables: `%.64s` is not a valid name ([A-Za-z_][A-Za-z0-9_]*)",
+                      it->string);
+    if (!cJSON_IsString(it))
+      return arg_fail(msg, size, "env_variables: the value of %.64s must be a string", it->string);
+    if (strlen(it->valuestring) > MAX_ENV_VALUE)
+      return arg_fail(msg, size, "env_variables: the value of %.64s is longer than %d bytes", it->string,
+                      MAX_ENV_VALUE);
+  }
+  return 0;
+}
+
+int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct python_args *out, char *msg,
+                      size_t size) {
+  memset(out, 0, sizeof(*out));
+  out->timeout_s = cfg->timeout_default;
+  if (args != NULL && !cJSON_IsObject(args) && !cJSON_IsNull(args))
+    return arg_fail(msg, size, "arguments must be an object");
+  const cJSON *it;
+  cJSON_ArrayForEach(it, args) {
+    if (strcmp(it->string, "code") != 0 && strcmp(it->string, "packages") != 0 &&
+        strcmp(it->string, "env_variables") != 0 && strcmp(it->string, "timeout_seconds") != 0)
+      return arg_fail(msg, size, "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds",
+                      it->string);
+  }
+  const cJSON *code = cJSON_GetObjectItemCaseSensitive(args, "code");
+  if (!cJSON_IsString(code))
+    return arg_fail(msg, size, "code is required and must be a string");
+  if (strlen(code->valuestring) > cfg->max_code)
+    return arg_fail(msg, size, "code is longer than the limit of %llu bytes", (unsigned long long)cfg->max_code);
+  out->code = code->valuestring;
+  const cJSON *env = cJSON_GetObjectItemCaseSensitive(args, "env_variables");
+  if (env != NULL && !cJSON_IsNull(env)) {
+    if (parse_env(env, msg, size) < 0)
+      return -1;
+    out->env = env;
+  }
+  const cJSON *to = cJSON_GetObjectItemCaseSensitive(args, "timeout_seconds");
+  if (to != NULL && !cJSON_IsNull(to)) {
+    if (!cJSON_IsNumber(to) || to->valuedouble != (double)(int64_t)to->valuedouble || to->valuedouble < 1 ||
+        to->valuedouble > cfg->timeout_max)
+      return arg_fail(msg, size, "timeout_seconds must be an integer from 1 to %d", cfg->timeout_max);
+    out->timeout_s = (int)to->valuedouble;
+  }
+  const cJSON *pk = cJSON_GetObjectItemCaseSensitive(args, "packages");
+  if (pk != NULL && !cJSON_IsNull(pk)) {
+    if (!cJSON_IsArray(pk))
+      return arg_fail(msg, size, "packages must be an array of strings");
+    const cJSON *p;
+    cJSON_ArrayForEach(p, pk) {
+      if (!cJSON_IsString(p))
+        return arg_fail(msg, size, "packages must be an array of strings");
+    }
+    if (cJSON_GetArraySize(pk) > 0)
+      out->packages = pk;
+  }
+  return 0;
+}
+
+/* ---- results ---- */
+
+char *utf8_sanitize(const char *data, size_t len) {
+  struct buf b = {0};
+  static const char repl[] = "\xEF\xBF\xBD";
+  while (len > 0) {
+    size_t ok = utf8_valid_prefix(data, len);
+    if (buf_append(&b, data, ok) < 0)
+      goto oom;
+    data += ok;
+    len -= ok;
+    if (len == 0)
+      break;
+    /* one bad byte (or a NUL) becomes U+FFFD */
+    if (buf_append(&b, repl, 3) < 0)
+      goto oom;
+    data++;
+    len--;
+  }
+  if (b.data == NULL)
+    return strdup("");
+  return b.data;
+oom:
+  buf_free(&b);
+  return NULL;
+}
+
+static void add_text(cJSON *content, const char *text) {
+  cJSON *t = cJSON_CreateObject();
+  cJSON_AddStringToObject(t, "type", "text");
+  cJSON_AddStringToObject(t, "text", text);
+  cJSON_AddItemToArray(content, t);
+}
+
+cJSON *tool_error_result(const char *sentence) {
+  cJSON *r = cJSON_CreateObject();
+  add_text(cJSON_AddArrayToObject(r, "content"), sentence);
+  cJSON_AddBoolToObject(r, "isError", 1);
+  return r;
+}
+
+cJSON *python_result(const struct call_result *res) {
+  cleanup_free char *out = utf8_sanitize(res->out.data ? res->out.data : "", res->out.len);
+  cleanup_free char *err = utf8_sanitize(res->err.data ? res->err.data : "", res->err.len);
+  if (out == NULL || err == NULL)
+    return NULL;
+  cJSON *sc = cJSON_CreateObject();
+  cJSON_AddStringToObject(sc, "stdout", out);
+  cJSON_AddStringToObject(sc, "stderr", err);
+  cJSON_AddNumberToObject(sc, "exit_code", res->exit_code);
+  cJSON_AddBoolToObject(sc, "timed_out", res->timed_out);
+  cJSON_AddNumberToObject(sc, "duration_ms", (double)res->duration_ms);
+  cJSON_AddBoolToObject(sc, "truncated", res->truncated);
+  cJSON *r = cJSON_CreateObject();
+  cJSON *content = cJSON_AddArrayToObject(r, "content");
+  cleanup_free char *text = cJSON_PrintUnformatted(sc);
+  add_text(content, text ? text : "{}");
+  cJSON_AddItemToObject(r, "structuredContent", sc);
+  cJSON_AddBoolToObject(r, "isError", res->exit_code != 0 || res->timed_out || res->cancelled);
+  return r;
+}
+
+static int run_python(struct rpc_call *c, const cJSON *args) {
+  char msg[300];
+  struct python_args pa;
+  if (python_args_parse(c->ctx->cfg, args, &pa, msg, sizeof(msg)) < 0) {
+    char sentence[340];
+    snprintf(sentence, sizeof(sentence), "Invalid arguments: %s.", msg);
+    c->result = tool_error_result(sentence);
+    return 0;
+  }
+  if (pa.packages != NULL) {
+    c->result = tool_error_result("Installing packages is not supported yet by this server; "
+                                  "remove `packages` and use the modules that are already installed.");
+    return 0;
+  }
+  struct call_request req = {.code = pa.code, .env = pa.env, .timeout_s = pa.timeout_s};
+  struct call_result res;
+  mcp_error_t err = NULL;
+  if (sandbox_call(c->ctx->cfg, c->session, &req, NULL, NULL, &res, &err) < 0) {
+    c->result = tool_error_result(mcp_error_public(err));
+    if (err->kind != MCP_ERR_BUSY)
+      mcp_error_log_release(&err, "tools/call");
+    mcp_error_release(&err);
+    call_result_free(&res);
+    return 0;
+  }
+  c->result = python_result(&res);
+  call_result_free(&res);
+  return c->result ? 0 : rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+}
+
+int tools_call(struct rpc_call *c) {
+  if (!cJSON_IsObject(c->params))
+    return rpc_fail(c, RPC_INVALID_PARAMS, "tools/call: params must be an object with name and arguments");
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(c->params, "name");
+  if (!cJSON_IsString(name))
+    return rpc_fail(c, RPC_INVALID_PARAMS, "tools/call: params.name must be a string");
+  const cJSON *args = cJSON_GetObjectItemCaseSensitive(c->params, "arguments");
+  if (strcmp(name->valuestring, "execute_python") == 0)
+    return run_python(c, args);
+  return rpc_fail(c, RPC_INVALID_PARAMS, "Unknown tool: %.100s", name->valuestring);
+}
+
+void tools_notification(struct mcp_ctx *ctx, struct session *s, const char *method, const cJSON *params) {
+  (void)ctx;
+  (void)s;
+  (void)method;
+  (void)params;
+  /* notifications/initialized needs no action; cancellation arrives with
+   * the streaming work. */
+}

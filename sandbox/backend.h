@@ -1,0 +1,49 @@
+/* How a session's sandbox is started and destroyed: an ops table, after
+ * crun's struct libcrun_cgroup_manager.  The supervisor (mcp-sandboxd) is the
+ * only user.  Two backends share the interface:
+ *   runsc  - gVisor, what the service runs;
+ *   direct - the executor as a plain host process, with no isolation at all,
+ *            so unit tests exercise the whole call path without root or
+ *            gVisor.  Never configure it for a service that runs untrusted code.
+ *
+ * start() connects the executor's stdin and stdout to the given fds and
+ * returns once the executor process exists (it reports readiness itself).
+ * destroy() kills every process of the sandbox, releases its resources and
+ * may be called any number of times. */
+#ifndef MCP_BACKEND_H
+#define MCP_BACKEND_H
+
+#include <limits.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "settings.h"
+
+struct sandbox_ctx {
+  const struct mcp_config *cfg;
+  char id[33];             /* 32 hex: the sandbox id */
+  char container_id[40];   /* "mcp" + id: fixed length, never ambiguous for runsc */
+  char dir[PATH_MAX];      /* the session folder, as a host path */
+  pid_t pid;               /* direct backend: the executor's pid */
+};
+
+struct sandbox_ops {
+  const char *name;
+  int (*start)(struct sandbox_ctx *ctx, int stdin_fd, int stdout_fd, mcp_error_t *err);
+  int (*destroy)(struct sandbox_ctx *ctx, mcp_error_t *err);
+};
+
+extern const struct sandbox_ops sandbox_runsc_ops;
+extern const struct sandbox_ops sandbox_direct_ops;
+
+const struct sandbox_ops *sandbox_ops_for(const char *name);
+int sandbox_ctx_init(struct sandbox_ctx *ctx, const struct mcp_config *cfg, const char *id, const char *dir,
+                     mcp_error_t *err);
+
+/* The runsc command line shared by every runsc call of this service:
+ * identical global flags for every subcommand (RUNSC.md). Returns argc. */
+int runsc_argv(const struct mcp_config *cfg, const char **argv, size_t max, char *root_buf, size_t root_size);
+/* Remove a container left behind, whatever its state. */
+int runsc_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err);
+
+#endif

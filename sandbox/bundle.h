@@ -1,0 +1,43 @@
+/* OCI bundle of a session's sandbox, and the shared skeleton root it uses.
+ *
+ * The skeleton (<state>/rootfs) holds empty mount points, a few generated
+ * files (passwd, group, hosts) and the usr-merge symlinks.  It is created
+ * once and is the read-only root of every sandbox: runsc would otherwise
+ * create missing mount points on the host inside root.path, and the root
+ * mount caches host files, so nothing below it changes while sandboxes run.
+ * What the code needs from the host comes in read-only bind mounts. */
+#ifndef MCP_BUNDLE_H
+#define MCP_BUNDLE_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define SANDBOX_EXECUTOR "/opt/mcp/executor.py"
+#define SANDBOX_PRELOAD "/opt/mcp/libmcpstatx.so"
+#define SANDBOX_WORKDIR "/work"
+
+struct bundle_spec {
+  const char *rootfs;         /* skeleton root (host path) */
+  const char *workspace;      /* the session's workspace (host path) */
+  const char *executor;       /* host path of executor.py */
+  const char *preload_lib;    /* host path of libmcpstatx.so, or NULL */
+  const char *python;         /* interpreter inside the sandbox */
+  const char *preload_modules;
+  const char *cgroups_path;   /* NULL: runsc runs with --ignore-cgroups */
+  uint64_t memory_backstop;   /* cgroup memory limit of the whole sandbox, 0: none */
+  int64_t pids_backstop;      /* cgroup pids limit, 0: none */
+  int uid, gid;               /* of the code; the executor itself runs as in-sandbox root */
+  uint64_t tmp_size, shm_size;
+  int nofile;
+};
+
+/* The config.json object, or NULL with *err set. */
+cJSON *bundle_config(const struct bundle_spec *spec, mcp_error_t *err);
+/* Write config.json into the bundle directory dirfd, atomically. */
+int bundle_write(int dirfd, const struct bundle_spec *spec, mcp_error_t *err);
+/* Create or complete the skeleton root at path. */
+int rootfs_prepare(const char *path, int uid, int gid, mcp_error_t *err);
+
+#endif

@@ -1,0 +1,146 @@
+#include "config.h"
+
+#include "call.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "frame.h"
+
+/* Beyond the call's own timeout: the supervisor's grace and a sandbox start. */
+#define CALL_SLACK_MS 40000
+
+void call_result_free(struct call_result *res) {
+  buf_free(&res->out);
+  buf_free(&res->err);
+}
+
+char *call_request_json(const struct mcp_config *cfg, const struct call_request *req) {
+  cleanup_cjson cJSON *o = cJSON_CreateObject();
+  if (o == NULL)
+    return NULL;
+  cJSON_AddStringToObject(o, "code", req->code ? req->code : "");
+  cJSON *env = cJSON_AddObjectToObject(o, "env");
+  if (req->env != NULL) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, req->env) {
+      if (cJSON_IsString(it) && it->string != NULL)
+        cJSON_AddStringToObject(env, it->string, it->valuestring);
+    }
+  }
+  cJSON_AddNumberToObject(o, "timeout_ms", (double)req->timeout_s * 1000);
+  cJSON_AddNumberToObject(o, "output_limit", (double)cfg->output_limit);
+  cJSON_AddNumberToObject(o, "cpu_seconds", cfg->cpu_limit);
+  cJSON_AddNumberToObject(o, "memory_bytes", (double)cfg->memory_limit);
+  cJSON_AddNumberToObject(o, "nproc", cfg->nproc_limit);
+  cJSON_AddNumberToObject(o, "nofile", cfg->nofile_limit);
+  cJSON_AddNumberToObject(o, "fsize_bytes", (double)cfg->fsize_limit);
+  return cJSON_PrintUnformatted(o);
+}
+
+static bool get_bool(const cJSON *o, const char *k) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, k)); }
+
+static int64_t get_int(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (!cJSON_IsNumber(v) || v->valuedouble != v->valuedouble)
+    return dflt;
+  double d = v->valuedouble;
+  if (d < (double)lo)
+    return lo;
+  if (d > (double)hi)
+    return hi;
+  return (int64_t)d;
+}
+
+int call_result_parse(const char *json, size_t len, struct call_result *res) {
+  cleanup_cjson cJSON *o = cJSON_ParseWithLength(json, len);
+  if (!cJSON_IsObject(o))
+    return -EPROTO;
+  res->exit_code = (int)get_int(o, "exit_code", 0, 255, 255);
+  res->timed_out = get_bool(o, "timed_out");
+  res->cancelled = get_bool(o, "cancelled");
+  res->memory_error = get_bool(o, "memory_error");
+  res->cpu_exceeded = get_bool(o, "cpu_exceeded");
+  res->sandbox_lost = get_bool(o, "sandbox_lost");
+  res->truncated = res->truncated || get_bool(o, "truncated");
+  res->duration_ms = get_int(o, "duration_ms", 0, INT64_C(1) << 40, 0);
+  res->cpu_ms = get_int(o, "cpu_ms", 0, INT64_C(1) << 40, 0);
+  res->max_rss_kb = get_int(o, "max_rss_kb", 0, INT64_C(1) << 40, 0);
+  uint64_t ob = (uint64_t)get_int(o, "stdout_bytes", 0, INT64_C(1) << 50, 0);
+  uint64_t eb = (uint64_t)get_int(o, "stderr_bytes", 0, INT64_C(1) << 50, 0);
+  if (ob > res->out_total)
+    res->out_total = ob;
+  if (eb > res->err_total)
+    res->err_total = eb;
+  return 0;
+}
+
+static void keep(struct buf *b, uint64_t *total, uint64_t limit, bool *truncated, const char *data, size_t len) {
+  *total += len;
+  size_t room = b->len < limit ? (size_t)(limit - b->len) : 0;
+  if (len > room) {
+    *truncated = true;
+    len = room;
+  }
+  if (len > 0 && buf_append(b, data, len) < 0)
+    *truncated = true;
+}
+
+static int exchange(const struct mcp_config *cfg, int fd, const char *json, int64_t deadline, call_event_fn ev,
+                    void *opaque, struct call_result *res, mcp_error_t *err) {
+  int r = frame_write(fd, FRAME_REQUEST, json, strlen(json));
+  if (r < 0)
+    return mcp_fail(err, MCP_ERR_SANDBOX, -r, "send the request to the supervisor");
+  struct frame_reader rd;
+  frame_reader_init(&rd, FRAME_CHUNK * 16);
+  int ret = -1;
+  for (;;) {
+    struct frame f;
+    r = frame_read(&rd, fd, deadline, &f);
+    if (r == -ETIMEDOUT) {
+      mcp_fail_public(err, MCP_ERR_SANDBOX, "The sandbox did not answer in time; the session's files are kept.");
+      break;
+    }
+    if (r <= 0) {
+      mcp_fail(err, MCP_ERR_SANDBOX, r < 0 ? -r : EPIPE, "the supervisor closed the connection");
+      break;
+    }
+    if (f.type == FRAME_STDOUT || f.type == FRAME_STDERR) {
+      bool out = f.type == FRAME_STDOUT;
+      keep(out ? &res->out : &res->err, out ? &res->out_total : &res->err_total, cfg->output_limit,
+           &res->truncated, f.payload, f.len);
+      if (ev != NULL)
+        ev(opaque, f.type, f.payload, f.len);
+    } else if (f.type == FRAME_DONE) {
+      if (call_result_parse(f.payload, f.len, res) < 0)
+        mcp_fail(err, MCP_ERR_SANDBOX, EPROTO, "malformed result from the sandbox");
+      else
+        ret = 0;
+      break;
+    } else if (f.type == FRAME_ERROR) {
+      cleanup_free char *msg = xstrndup(f.payload, f.len < 300 ? f.len : 300);
+      mcp_fail_public(err, MCP_ERR_SANDBOX, "%s", msg ? msg : "The sandbox failed.");
+      break;
+    }
+  }
+  frame_reader_free(&rd);
+  return ret;
+}
+
+int sandbox_call(const struct mcp_config *cfg, struct session *s, const struct call_request *req, call_event_fn ev,
+                 void *opaque, struct call_result *res, mcp_error_t *err) {
+  memset(res, 0, sizeof(*res));
+  if (session_lock(s, (int64_t)cfg->busy_wait * 1000, err) < 0)
+    return -1;
+  cleanup_free char *json = call_request_json(cfg, req);
+  if (json == NULL)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "request");
+  cleanup_close int fd = supervisor_connect(cfg, s->dirfd, true, 10000, err);
+  if (fd < 0)
+    return mcp_error_wrap(err, -1, "session %s", s->id);
+  int64_t deadline = now_ms() + (int64_t)req->timeout_s * 1000 + CALL_SLACK_MS;
+  int ret = exchange(cfg, fd, json, deadline, ev, opaque, res, err);
+  if (ret == 0 && (res->out_total > cfg->output_limit || res->err_total > cfg->output_limit))
+    res->truncated = true;
+  return ret;
+}

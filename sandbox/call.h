@@ -1,0 +1,49 @@
+/* The responder's side of a call: lock the session, reach (or start) its
+ * supervisor, send the request, collect the bounded output and the result.
+ * Everything that comes back originates in the sandbox and is bounded and
+ * type-checked here before anyone else sees it. */
+#ifndef MCP_CALL_H
+#define MCP_CALL_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "session.h"
+#include "settings.h"
+#include "util.h"
+
+struct call_request {
+  const char *code;
+  const cJSON *env; /* object of strings, already validated; may be NULL */
+  int timeout_s;
+};
+
+struct call_result {
+  struct buf out, err;     /* at most output_limit bytes each */
+  uint64_t out_total, err_total;
+  int exit_code;
+  bool timed_out;
+  bool cancelled;
+  bool truncated;
+  bool memory_error;       /* the code raised MemoryError */
+  bool cpu_exceeded;       /* killed by the CPU time limit */
+  bool sandbox_lost;       /* the sandbox stopped during the call */
+  int64_t duration_ms;
+  int64_t cpu_ms;
+  int64_t max_rss_kb;
+};
+
+/* Called for each stdout ('O') or stderr ('E') chunk as it arrives. */
+typedef void (*call_event_fn)(void *opaque, int type, const char *data, size_t len);
+
+int sandbox_call(const struct mcp_config *cfg, struct session *s, const struct call_request *req, call_event_fn ev,
+                 void *opaque, struct call_result *res, mcp_error_t *err);
+void call_result_free(struct call_result *res);
+/* Parse a D payload into res (exposed for tests and the fuzzer). */
+int call_result_parse(const char *json, size_t len, struct call_result *res);
+/* The JSON request frame for req (exposed for tests). */
+char *call_request_json(const struct mcp_config *cfg, const struct call_request *req);
+
+#endif

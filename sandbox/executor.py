@@ -1,0 +1,407 @@
+"""The executor: PID 1 of a session's sandbox.
+
+It runs as root inside gVisor with only CAP_SETUID, CAP_SETGID and CAP_KILL,
+reads request frames on fd 0 and answers with frames on fd 1 (the pipes the
+supervisor, mcp-sandboxd, gave to `runsc create`).  Each call runs in a fresh
+child forked from this process, which has already imported the interpreter's
+start-up modules (and the configured preload modules), so a call costs a fork
+instead of an interpreter start.  The child drops to the sandbox user with
+empty capability sets, lowers its rlimits, and runs the code as `__main__`.
+
+When the call ends, every other process in the sandbox is killed: background
+processes, setsid daemons and double forks do not outlive their call.
+
+Frames: one type byte, a big-endian u32 length, the payload (see frame.h).
+Nothing here is trusted by the host: the supervisor and the responders
+validate and bound everything this process sends.
+"""
+
+import json
+import os
+import resource
+import select
+import signal
+import struct
+import sys
+import time
+
+FRAME_HEADER = struct.Struct(">cI")
+MAX_REQUEST = 256 << 20
+CHUNK = 65536
+DRAIN_MS = 500
+
+ARGS = {"uid": 1000, "gid": 1000, "preload": "", "direct": False, "workdir": "/work"}
+
+
+def parse_args(argv):
+    for a in argv:
+        if a == "--direct":
+            ARGS["direct"] = True
+        elif a.startswith("--") and "=" in a:
+            k, v = a[2:].split("=", 1)
+            if k in ("uid", "gid"):
+                ARGS[k] = int(v)
+            elif k in ("preload", "workdir"):
+                ARGS[k] = v
+
+
+def write_frame(kind, payload):
+    data = FRAME_HEADER.pack(kind, len(payload)) + payload
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(1, view)
+        except InterruptedError:
+            continue
+        except BrokenPipeError:
+            os._exit(0)
+        view = view[n:]
+
+
+class FrameReader:
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = bytearray()
+
+    def fill(self):
+        try:
+            data = os.read(self.fd, CHUNK)
+        except InterruptedError:
+            return True
+        if not data:
+            return False
+        self.buf += data
+        return True
+
+    def next(self):
+        if len(self.buf) < FRAME_HEADER.size:
+            return None
+        kind, length = FRAME_HEADER.unpack_from(self.buf)
+        if length > MAX_REQUEST:
+            os._exit(3)
+        if len(self.buf) < FRAME_HEADER.size + length:
+            return None
+        payload = bytes(self.buf[FRAME_HEADER.size:FRAME_HEADER.size + length])
+        del self.buf[:FRAME_HEADER.size + length]
+        return kind, payload
+
+
+def base_env(req):
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": ARGS["workdir"],
+        "LANG": "C.UTF-8",
+        "TMPDIR": "/tmp",
+        "MPLBACKEND": "Agg",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    if not ARGS["direct"] and os.path.exists("/opt/mcp/libmcpstatx.so"):
+        # coreutils' statx(AT_NO_AUTOMOUNT) fails in this gVisor; the
+        # preload library strips the flag (see statx_fix.c).
+        env["LD_PRELOAD"] = "/opt/mcp/libmcpstatx.so"
+    for k, v in (req.get("env") or {}).items():
+        if isinstance(k, str) and isinstance(v, str) and "\0" not in k + v and "=" not in k:
+            env[k] = v
+    return env
+
+
+def set_limits(req):
+    def lim(res, value):
+        if value and value > 0:
+            try:
+                resource.setrlimit(res, (value, value))
+            except (ValueError, OSError):
+                pass
+
+    cpu = int(req.get("cpu_seconds") or 0)
+    if cpu > 0:
+        # SIGXCPU at the soft limit, SIGKILL one second later.
+        try:
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        except (ValueError, OSError):
+            pass
+    lim(resource.RLIMIT_AS, int(req.get("memory_bytes") or 0))
+    lim(resource.RLIMIT_NPROC, int(req.get("nproc") or 0))
+    lim(resource.RLIMIT_NOFILE, int(req.get("nofile") or 0))
+    lim(resource.RLIMIT_FSIZE, int(req.get("fsize_bytes") or 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def run_child(req, out_w, err_w, status_w):
+    """In the forked child: become the sandbox user and run the code."""
+    code_status = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if ARGS["direct"]:
+            os.setpgid(0, 0)
+        else:
+            os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.dup2(status_w, 3)
+        os.set_inheritable(3, False)
+        os.closerange(4, 65536)
+        set_limits(req)
+        if os.getuid() == 0 and not ARGS["direct"]:
+            os.setgroups([])
+            os.setgid(ARGS["gid"])
+            os.setuid(ARGS["uid"])
+        os.chdir(ARGS["workdir"])
+        os.umask(0o022)
+        os.environ.clear()
+        os.environ.update(base_env(req))
+    except BaseException as e:  # the call cannot run; say why on its stderr
+        os.write(err_w if err_w > 2 else 2, ("sandbox: cannot start the call: %r\n" % (e,)).encode())
+        os._exit(126)
+
+    import builtins
+    import linecache
+    import types
+
+    sys.stdin = open(0, "r", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+    sys.argv = ["-c"]
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    source = req.get("code") or ""
+    linecache.cache["<string>"] = (len(source), None, source.splitlines(True), "<string>")
+    try:
+        exec(compile(source, "<string>", "exec"), main.__dict__)
+        code_status = 0
+    except SystemExit as e:
+        if e.code is None:
+            code_status = 0
+        elif isinstance(e.code, int):
+            code_status = e.code & 0xFF
+        else:
+            try:
+                print(e.code, file=sys.stderr)
+            except BaseException:
+                pass
+            code_status = 1
+    except BaseException as e:
+        if isinstance(e, MemoryError):
+            try:
+                os.write(3, b"M")
+            except OSError:
+                pass
+        try:
+            import traceback
+
+            # Drop this file's frame: the traceback starts in the user's code.
+            tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
+            traceback.print_exception(type(e), e, tb)
+        except BaseException:
+            pass
+        code_status = 1
+    try:
+        import atexit
+        import threading
+
+        threading._shutdown()
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+    os._exit(code_status)
+
+
+def kill_everything(pid):
+    """End every process the call started, except this one."""
+    if os.getpid() == 1 and not ARGS["direct"]:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+    else:
+        # Direct mode runs on the host: never kill(-1) there.
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def reap_others():
+    while True:
+        try:
+            p, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if p == 0:
+            return
+
+
+class Stream:
+    def __init__(self, fd, kind, limit):
+        self.fd = fd
+        self.kind = kind
+        self.limit = limit
+        self.sent = 0
+        self.total = 0
+
+    def pump(self):
+        """Forward what is readable; False at EOF."""
+        try:
+            data = os.read(self.fd, CHUNK)
+        except InterruptedError:
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        self.total += len(data)
+        room = self.limit - self.sent
+        if room > 0:
+            part = data[:room]
+            self.sent += len(part)
+            write_frame(self.kind, part)
+        return True
+
+
+def run_call(req, reader, wake_r):
+    t0 = time.monotonic()
+    timeout = max(0.1, int(req.get("timeout_ms") or 60000) / 1000.0)
+    limit = int(req.get("output_limit") or (1 << 20))
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    st_r, st_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        os.close(out_r)
+        os.close(err_r)
+        os.close(st_r)
+        run_child(req, out_w, err_w, st_w)
+        os._exit(127)
+    for fd in (out_w, err_w, st_w):
+        os.close(fd)
+    streams = {out_r: Stream(out_r, b"O", limit), err_r: Stream(err_r, b"E", limit)}
+    open_fds = set(streams)
+    deadline = t0 + timeout
+    status = None
+    rusage = None
+    timed_out = cancelled = False
+    killed_at = None
+    while True:
+        if status is None:
+            try:
+                p, st, ru = os.wait4(pid, os.WNOHANG)
+            except ChildProcessError:
+                p, st, ru = pid, 0, None
+            if p == pid:
+                status, rusage = st, ru
+                # The call is over: nothing it started may outlive it.
+                kill_everything(pid)
+                killed_at = time.monotonic()
+        now = time.monotonic()
+        if status is not None and (not open_fds or now - killed_at > DRAIN_MS / 1000.0):
+            break
+        if status is None and now >= deadline and not timed_out:
+            timed_out = True
+            kill_everything(pid)
+        wait = 0.05 if status is not None else max(0.0, min(deadline - now, 1.0))
+        fds = list(open_fds) + [wake_r, 0]
+        try:
+            ready, _, _ = select.select(fds, [], [], wait)
+        except InterruptedError:
+            continue
+        for fd in ready:
+            if fd == wake_r:
+                try:
+                    os.read(wake_r, 4096)
+                except OSError:
+                    pass
+            elif fd == 0:
+                if not reader.fill():
+                    kill_everything(pid)
+                    os._exit(0)
+                while True:
+                    frame = reader.next()
+                    if frame is None:
+                        break
+                    if frame[0] == b"K" and status is None:
+                        cancelled = True
+                        kill_everything(pid)
+            elif not streams[fd].pump():
+                open_fds.discard(fd)
+                os.close(fd)
+    for fd in open_fds:
+        os.close(fd)
+    reap_others()
+    memory_error = False
+    try:
+        memory_error = os.read(st_r, 16).startswith(b"M")
+    except OSError:
+        pass
+    os.close(st_r)
+    result = {
+        "duration_ms": int((time.monotonic() - t0) * 1000),
+        "timed_out": timed_out,
+        "cancelled": cancelled,
+        "memory_error": memory_error,
+        "stdout_bytes": streams[out_r].total,
+        "stderr_bytes": streams[err_r].total,
+        "truncated": streams[out_r].total > limit or streams[err_r].total > limit,
+    }
+    if os.WIFEXITED(status):
+        result["exit_code"] = os.WEXITSTATUS(status)
+    elif os.WIFSIGNALED(status):
+        result["exit_code"] = 128 + os.WTERMSIG(status)
+        result["signal"] = os.WTERMSIG(status)
+        result["cpu_exceeded"] = os.WTERMSIG(status) == signal.SIGXCPU or (
+            os.WTERMSIG(status) == signal.SIGKILL and not timed_out and not cancelled
+            and rusage is not None and rusage.ru_utime + rusage.ru_stime >= int(req.get("cpu_seconds") or 0) > 0)
+    else:
+        result["exit_code"] = 255
+    if rusage is not None:
+        result["cpu_ms"] = int((rusage.ru_utime + rusage.ru_stime) * 1000)
+        result["max_rss_kb"] = rusage.ru_maxrss
+    write_frame(b"D", json.dumps(result).encode())
+
+
+def main():
+    parse_args(sys.argv[1:])
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    loaded = []
+    for name in filter(None, (m.strip() for m in ARGS["preload"].split(","))):
+        try:
+            __import__(name)
+            loaded.append(name)
+        except Exception:
+            pass
+    write_frame(b"Y", json.dumps({"python": sys.version.split()[0], "preloaded": loaded}).encode())
+    reader = FrameReader(0)
+    while True:
+        frame = reader.next()
+        if frame is None:
+            if not reader.fill():
+                return
+            continue
+        kind, payload = frame
+        if kind != b"R":
+            continue
+        try:
+            req = json.loads(payload)
+        except ValueError:
+            write_frame(b"D", json.dumps({"exit_code": 126, "error": "bad request"}).encode())
+            continue
+        run_call(req, reader, wake_r)
+
+
+if __name__ == "__main__":
+    main()

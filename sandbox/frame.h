@@ -1,0 +1,70 @@
+/* Frames between the responders, the per-session supervisor (mcp-sandboxd)
+ * and the executor inside the sandbox.
+ *
+ * A frame is one type byte, a 32-bit big-endian payload length, then the
+ * payload.  Everything a frame reader receives may come from sandboxed code,
+ * so every reader has a maximum payload size and rejects unknown types.
+ *
+ *   R  request     responder -> supervisor -> executor   JSON
+ *   K  cancel      responder -> supervisor -> executor   empty
+ *   Q  quit        responder/keeper -> supervisor        empty; answered by D
+ *   S  status      keeper -> supervisor; supervisor -> keeper  JSON {"ready":bool}
+ *   Y  ready       executor -> supervisor                JSON
+ *   O  stdout      executor -> supervisor -> responder   bytes
+ *   E  stderr      executor -> supervisor -> responder   bytes
+ *   D  done        executor -> supervisor -> responder   JSON result
+ *   X  error       supervisor -> responder               one public sentence
+ */
+#ifndef MCP_FRAME_H
+#define MCP_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define FRAME_HEADER 5
+#define FRAME_CHUNK (64 * 1024)
+
+enum frame_type {
+  FRAME_REQUEST = 'R',
+  FRAME_CANCEL = 'K',
+  FRAME_QUIT = 'Q',
+  FRAME_STATUS = 'S',
+  FRAME_READY = 'Y',
+  FRAME_STDOUT = 'O',
+  FRAME_STDERR = 'E',
+  FRAME_DONE = 'D',
+  FRAME_ERROR = 'X',
+};
+
+struct frame_reader {
+  struct buf in;
+  size_t max_payload;
+  size_t consumed; /* bytes of `in` already handed out */
+};
+
+struct frame {
+  int type;
+  const char *payload; /* points into the reader's buffer until the next call */
+  size_t len;
+};
+
+bool frame_type_valid(int type);
+void frame_reader_init(struct frame_reader *r, size_t max_payload);
+void frame_reader_free(struct frame_reader *r);
+/* Read what fd has (one read(2)); returns bytes read, 0 at EOF, -errno. */
+ssize_t frame_reader_fill(struct frame_reader *r, int fd);
+/* Feed bytes directly (tests, fuzzers). 0 or -ENOMEM. */
+int frame_reader_feed(struct frame_reader *r, const void *data, size_t len);
+/* 1: *f holds the next frame; 0: need more bytes; -EPROTO: bad type;
+ * -EMSGSIZE: payload larger than max_payload. */
+int frame_reader_next(struct frame_reader *r, struct frame *f);
+
+/* Blocking write of one frame, retrying EINTR.  0 or -errno. */
+int frame_write(int fd, int type, const void *payload, size_t len);
+/* Blocking read of one frame with a deadline (now_ms() based; <0 = none).
+ * Returns 1 with *f set, 0 at EOF, -ETIMEDOUT, -EPROTO, -EMSGSIZE, -errno. */
+int frame_read(struct frame_reader *r, int fd, int64_t deadline_ms, struct frame *f);
+
+#endif

@@ -1,0 +1,273 @@
+/* The keeper: one process beside the responders that
+ *   - expires idle sessions (destroys their sandbox, removes the folder),
+ *   - finishes removals left in trash/,
+ *   - keeps pool_size sandboxes started ahead of demand,
+ *   - at start (and every minute), removes runsc containers that belong to
+ *     no live supervisor, and pool folders whose supervisor is gone.
+ * It holds no state of its own: everything is read from the state folder
+ * at each tick, so it can be killed and restarted at any time. */
+#include "config.h"
+
+#include "keeper.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend.h"
+#include "frame.h"
+#include "session.h"
+#include "util.h"
+
+#define TICK_MS 1000
+#define REAP_EVERY_MS 60000
+#define POOL_READY_TIMEOUT_MS 30000
+
+static volatile sig_atomic_t stop_requested;
+
+/* True when a supervisor holds the folder's sup.lock. */
+static bool supervised(int dirfd) {
+  cleanup_close int fd = openat(dirfd, SUPERVISOR_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  return fd >= 0 && lock_held_elsewhere(fd);
+}
+
+typedef void (*entry_fn)(struct store *st, int parent_fd, const char *name, void *opaque);
+
+static void each_entry(int dirfd, struct store *st, entry_fn fn, void *opaque) {
+  int fd = dup(dirfd);
+  if (fd < 0)
+    return;
+  cleanup_dir DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return;
+  }
+  rewinddir(d);
+  struct dirent *de;
+  while (!stop_requested && (de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    fn(st, dirfd, de->d_name, opaque);
+  }
+}
+
+static void sweep_trash(struct store *st, int parent, const char *name, void *opaque) {
+  mcp_error_t err = NULL;
+  if (trash_remove(st, name, &err) < 0) {
+    if (err->kind != MCP_ERR_BUSY)
+      mcp_error_log_release(&err, "keeper: trash");
+    mcp_error_release(&err);
+  }
+}
+
+static void expire_session(struct store *st, int parent, const char *name, void *opaque) {
+  if (!is_uuid(name))
+    return;
+  cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dfd < 0)
+    return;
+  int64_t idle_ms = (int64_t)st->cfg->idle_timeout * 1000;
+  int64_t last = 0;
+  cleanup_free char *text = NULL;
+  mcp_error_t err = NULL;
+  if (read_file_at(dfd, SESSION_META, 1 << 16, &text, NULL, &err) == 0) {
+    cleanup_cjson cJSON *m = cJSON_Parse(text);
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(m, "last_used_ms");
+    if (cJSON_IsNumber(u))
+      last = (int64_t)u->valuedouble;
+  } else {
+    /* No metadata: a creation that died half-way, or one in progress. */
+    mcp_error_release(&err);
+    struct stat sb;
+    if (fstat(dfd, &sb) == 0)
+      last = (int64_t)sb.st_mtime * 1000;
+    idle_ms = 60000;
+  }
+  if (wall_ms() - last <= idle_ms)
+    return;
+  /* A call in progress keeps the session alive. */
+  cleanup_close int lock = openat(dfd, CALL_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (lock >= 0 && lock_try(lock) < 0)
+    return;
+  fprintf(stderr, "keeper: session %s expired\n", name);
+  if (session_destroy(st, name, &err) < 0 && err->kind != MCP_ERR_NOT_FOUND && err->kind != MCP_ERR_BUSY)
+    mcp_error_log_release(&err, "keeper: expire");
+  mcp_error_release(&err);
+}
+
+struct pool_count {
+  int ready;
+  int pending;
+};
+
+static void count_pool(struct store *st, int parent, const char *name, void *opaque) {
+  struct pool_count *pc = opaque;
+  cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dfd < 0)
+    return;
+  bool alive = supervised(dfd);
+  if (is_hex32(name) && alive) {
+    pc->ready++;
+    return;
+  }
+  /* A pool folder without a supervisor (a previous run, a crash) or a
+   * leftover of an interrupted preparation: remove it. */
+  struct stat sb;
+  bool old = fstat(dfd, &sb) == 0 && wall_ms() / 1000 - sb.st_mtime > 60;
+  if (!alive && (is_hex32(name) || old)) {
+    char tname[80], rnd[33];
+    random_hex32(rnd);
+    snprintf(tname, sizeof(tname), "pool-%.40s.%.8s", name, rnd);
+    if (renameat(parent, name, st->trash_fd, tname) == 0)
+      sweep_trash(st, st->trash_fd, tname, NULL);
+  } else {
+    pc->pending++;
+  }
+}
+
+/* Start one sandbox ahead of demand and publish it once it is ready. */
+static void fill_pool_once(struct store *st) {
+  char id[33], name[64];
+  mcp_error_t err = NULL;
+  if (slot_prepare(st, id, &err) < 0) {
+    mcp_error_log_release(&err, "keeper: pool");
+    return;
+  }
+  snprintf(name, sizeof(name), ".new-%s", id);
+  cleanup_close int dfd = openat(st->pool_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dfd < 0)
+    return;
+  cleanup_close int fd = supervisor_connect(st->cfg, dfd, true, 5000, &err);
+  if (fd < 0) {
+    mcp_error_log_release(&err, "keeper: pool");
+    remove_tree_at(st->pool_fd, name, NULL);
+    return;
+  }
+  struct frame_reader rd;
+  frame_reader_init(&rd, 4096);
+  struct frame f;
+  int r = frame_write(fd, FRAME_STATUS, "{\"wait\":true}", 13);
+  if (r == 0)
+    r = frame_read(&rd, fd, now_ms() + POOL_READY_TIMEOUT_MS, &f);
+  bool ready = r == 1 && f.type == FRAME_STATUS && memmem(f.payload, f.len, "\"ready\":true", 12) != NULL;
+  frame_reader_free(&rd);
+  if (!ready || slot_publish(st, id, &err) < 0) {
+    mcp_error_release(&err);
+    fprintf(stderr, "keeper: a pre-started sandbox did not become ready\n");
+    supervisor_quit(dfd, 10000, NULL);
+    remove_tree_at(st->pool_fd, name, NULL);
+  }
+}
+
+static void fill_pool(struct store *st) {
+  struct pool_count pc = {0, 0};
+  each_entry(st->pool_fd, st, count_pool, &pc);
+  int want = st->cfg->pool_size - pc.ready - pc.pending;
+  int room = st->cfg->max_sessions - session_count(st) - pc.ready - pc.pending;
+  if (want > room)
+    want = room;
+  for (int i = 0; i < want && !stop_requested; i++)
+    fill_pool_once(st);
+}
+
+/* sandbox ids of every folder whose supervisor is alive */
+struct live_ids {
+  char (*ids)[33];
+  size_t n, cap;
+};
+
+static void collect_live(struct store *st, int parent, const char *name, void *opaque) {
+  struct live_ids *live = opaque;
+  cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dfd < 0 || !supervised(dfd))
+    return;
+  cleanup_free char *id = NULL;
+  mcp_error_t err = NULL;
+  if (read_file_at(dfd, SANDBOX_ID_FILE, 64, &id, NULL, &err) < 0) {
+    mcp_error_release(&err);
+    return;
+  }
+  id[strcspn(id, "\n")] = '\0';
+  if (!is_hex32(id))
+    return;
+  if (live->n == live->cap) {
+    size_t cap = live->cap ? live->cap * 2 : 64;
+    void *n = realloc(live->ids, cap * sizeof(*live->ids));
+    if (n == NULL)
+      return;
+    live->ids = n;
+    live->cap = cap;
+  }
+  memcpy(live->ids[live->n++], id, 33);
+}
+
+static void reap_containers(struct store *st) {
+  struct live_ids live = {NULL, 0, 0};
+  /* Folders only move forward (pool -> sessions -> trash); listing in that
+   * order sees every live folder at least once even while they move. */
+  each_entry(st->pool_fd, st, collect_live, &live);
+  each_entry(st->sessions_fd, st, collect_live, &live);
+  each_entry(st->trash_fd, st, collect_live, &live);
+  char root[PATH_MAX];
+  config_path(st->cfg, root, sizeof(root), "runsc");
+  cleanup_dir DIR *d = opendir(root);
+  struct dirent *de;
+  while (d != NULL && (de = readdir(d)) != NULL) {
+    /* <cid>_sandbox:<cid>.state with cid = "mcp" + 32 hex */
+    const char *n = de->d_name;
+    if (strncmp(n, "mcp", 3) != 0 || strlen(n) < 35 + 6 || strcmp(n + strlen(n) - 6, ".state") != 0)
+      continue;
+    char id[33];
+    memcpy(id, n + 3, 32);
+    id[32] = '\0';
+    if (!is_hex32(id))
+      continue;
+    bool alive = false;
+    for (size_t i = 0; i < live.n && !alive; i++)
+      alive = strcmp(live.ids[i], id) == 0;
+    if (alive)
+      continue;
+    char cid[40];
+    snprintf(cid, sizeof(cid), "mcp%s", id);
+    fprintf(stderr, "keeper: removing container %s that belongs to no live session\n", cid);
+    mcp_error_t err = NULL;
+    if (strcmp(st->cfg->backend, "runsc") == 0 && runsc_remove(st->cfg, cid, &err) < 0)
+      mcp_error_log_release(&err, "keeper: reap");
+  }
+  free(live.ids);
+}
+
+void keeper_tick(struct store *st, bool reap) {
+  each_entry(st->trash_fd, st, sweep_trash, NULL);
+  each_entry(st->sessions_fd, st, expire_session, NULL);
+  if (reap)
+    reap_containers(st);
+  fill_pool(st);
+}
+
+int keeper_main(const struct mcp_config *cfg) {
+  /* SIGTERM keeps its default action: the keeper holds no state, and a
+   * half-prepared pool folder is removed by the next keeper. */
+  signal(SIGPIPE, SIG_IGN);
+  struct store st;
+  mcp_error_t err = NULL;
+  if (store_open(cfg, &st, &err) < 0) {
+    mcp_error_log_release(&err, "keeper");
+    return 1;
+  }
+  int64_t last_reap = -REAP_EVERY_MS;
+  while (!stop_requested) {
+    bool reap = now_ms() - last_reap >= REAP_EVERY_MS;
+    keeper_tick(&st, reap);
+    if (reap)
+      last_reap = now_ms();
+    if (!stop_requested)
+      poll(NULL, 0, TICK_MS);
+  }
+  store_close(&st);
+  return 0;
+}

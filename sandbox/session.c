@@ -1,0 +1,421 @@
+#include "config.h"
+
+#include "session.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "frame.h"
+#include "util.h"
+
+static int open_dir_at(int dirfd, const char *name, mcp_error_t *err) {
+  int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return mcp_fail(err, errno == ENOENT ? MCP_ERR_NOT_FOUND : MCP_ERR_INTERNAL, errno, "open `%s`", name);
+  return fd;
+}
+
+int store_prepare(const struct mcp_config *cfg, mcp_error_t *err) {
+  if (mkdir_p(cfg->state_dir, 0711, err) < 0)
+    return -1;
+  cleanup_close int sfd = open(cfg->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (sfd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", cfg->state_dir);
+  /* The state folder is only traversable: nginx's workers reach the socket
+   * folder below it, nobody lists or reads sessions but root. */
+  fchmod(sfd, 0711);
+  static const char *const dirs[] = {"sessions", "pool", "trash", "runsc"};
+  for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+    if (mkdirat(sfd, dirs[i], 0700) < 0 && errno != EEXIST)
+      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", cfg->state_dir, dirs[i]);
+    if (fchmodat(sfd, dirs[i], 0700, 0) < 0)
+      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s/%s`", cfg->state_dir, dirs[i]);
+  }
+  return 0;
+}
+
+int store_open(const struct mcp_config *cfg, struct store *st, mcp_error_t *err) {
+  memset(st, 0, sizeof(*st));
+  st->cfg = cfg;
+  st->state_fd = st->sessions_fd = st->pool_fd = st->trash_fd = -1;
+  st->state_fd = open(cfg->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (st->state_fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", cfg->state_dir);
+  if ((st->sessions_fd = open_dir_at(st->state_fd, "sessions", err)) < 0 ||
+      (st->pool_fd = open_dir_at(st->state_fd, "pool", err)) < 0 ||
+      (st->trash_fd = open_dir_at(st->state_fd, "trash", err)) < 0) {
+    store_close(st);
+    return mcp_error_wrap(err, -1, "state folder `%s`", cfg->state_dir);
+  }
+  return 0;
+}
+
+void store_close(struct store *st) {
+  int *fds[] = {&st->state_fd, &st->sessions_fd, &st->pool_fd, &st->trash_fd};
+  for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+    if (*fds[i] >= 0)
+      close(*fds[i]);
+    *fds[i] = -1;
+  }
+}
+
+static int write_meta(struct session *s, mcp_error_t *err) {
+  cleanup_cjson cJSON *m = cJSON_CreateObject();
+  if (m == NULL || !cJSON_AddNumberToObject(m, "version", 1) || !cJSON_AddStringToObject(m, "id", s->id) ||
+      !cJSON_AddNumberToObject(m, "created_ms", (double)s->created_ms) ||
+      !cJSON_AddNumberToObject(m, "last_used_ms", (double)s->last_used_ms) ||
+      !cJSON_AddStringToObject(m, "token_id", s->token_id) ||
+      !cJSON_AddStringToObject(m, "sandbox_id", s->sandbox_id))
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "session metadata");
+  cleanup_free char *text = cJSON_PrintUnformatted(m);
+  if (text == NULL)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "session metadata");
+  return write_file_atomic(s->dirfd, SESSION_META, text, strlen(text), 0600, err);
+}
+
+static int read_meta(struct session *s, mcp_error_t *err) {
+  cleanup_free char *text = NULL;
+  size_t len = 0;
+  if (read_file_at(s->dirfd, SESSION_META, 1 << 16, &text, &len, err) < 0)
+    return -1;
+  cleanup_cjson cJSON *m = cJSON_ParseWithLength(text, len);
+  const cJSON *tok = cJSON_GetObjectItemCaseSensitive(m, "token_id");
+  const cJSON *sb = cJSON_GetObjectItemCaseSensitive(m, "sandbox_id");
+  const cJSON *created = cJSON_GetObjectItemCaseSensitive(m, "created_ms");
+  const cJSON *used = cJSON_GetObjectItemCaseSensitive(m, "last_used_ms");
+  if (!cJSON_IsString(tok) || !cJSON_IsString(sb) || !is_hex32(sb->valuestring) || !cJSON_IsNumber(created) ||
+      !cJSON_IsNumber(used) || strlen(tok->valuestring) > TOKEN_ID_MAX)
+    return mcp_fail(err, MCP_ERR_INTERNAL, EINVAL, "session %s: malformed metadata", s->id);
+  snprintf(s->token_id, sizeof(s->token_id), "%s", tok->valuestring);
+  memcpy(s->sandbox_id, sb->valuestring, 33);
+  s->created_ms = (int64_t)created->valuedouble;
+  s->last_used_ms = (int64_t)used->valuedouble;
+  return 0;
+}
+
+int session_count(struct store *st) {
+  int fd = dup(st->sessions_fd);
+  if (fd < 0)
+    return 0;
+  cleanup_dir DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return 0;
+  }
+  rewinddir(d);
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL)
+    if (is_uuid(de->d_name))
+      n++;
+  return n;
+}
+
+int slot_prepare(struct store *st, char id_out[33], mcp_error_t *err) {
+  char id[33], name[64];
+  random_hex32(id);
+  snprintf(name, sizeof(name), ".new-%s", id);
+  if (mkdirat(st->pool_fd, name, 0700) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir pool/%s", name);
+  cleanup_close int dfd = open_dir_at(st->pool_fd, name, err);
+  if (dfd < 0)
+    return -1;
+  if (mkdirat(dfd, WORKSPACE_DIR, 0700) < 0 ||
+      fchownat(dfd, WORKSPACE_DIR, (uid_t)st->cfg->sandbox_uid, (gid_t)st->cfg->sandbox_gid, AT_SYMLINK_NOFOLLOW) < 0)
+    goto fail;
+  char text[40];
+  snprintf(text, sizeof(text), "%s\n", id);
+  if (write_file_atomic(dfd, SANDBOX_ID_FILE, text, strlen(text), 0600, err) < 0)
+    goto fail_wrapped;
+  memcpy(id_out, id, 33);
+  return 0;
+fail:
+  mcp_fail(err, MCP_ERR_INTERNAL, errno, "prepare pool/%s", name);
+fail_wrapped:
+  remove_tree_at(st->pool_fd, name, NULL);
+  return -1;
+}
+
+int slot_publish(struct store *st, const char *id, mcp_error_t *err) {
+  char name[64];
+  snprintf(name, sizeof(name), ".new-%s", id);
+  if (renameat(st->pool_fd, name, st->pool_fd, id) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "publish pool/%s", id);
+  return 0;
+}
+
+/* Take a ready pool folder by renaming it to sessions/<sid>: rename is
+ * atomic, so two responders never claim the same one. */
+static int claim_slot(struct store *st, const char *sid, char sandbox_id[33]) {
+  int fd = dup(st->pool_fd);
+  if (fd < 0)
+    return -1;
+  cleanup_dir DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return -1;
+  }
+  rewinddir(d);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (!is_hex32(de->d_name))
+      continue;
+    if (renameat(st->pool_fd, de->d_name, st->sessions_fd, sid) == 0) {
+      memcpy(sandbox_id, de->d_name, 33);
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static int fresh_folder(struct store *st, const char *sid, char sandbox_id[33], mcp_error_t *err) {
+  if (slot_prepare(st, sandbox_id, err) < 0)
+    return -1;
+  char name[64];
+  snprintf(name, sizeof(name), ".new-%s", sandbox_id);
+  if (renameat(st->pool_fd, name, st->sessions_fd, sid) < 0) {
+    int e = errno;
+    remove_tree_at(st->pool_fd, name, NULL);
+    return mcp_fail(err, MCP_ERR_INTERNAL, e, "move a new folder to sessions/%s", sid);
+  }
+  return 0;
+}
+
+int session_create(struct store *st, const char *token_id, struct session *out, mcp_error_t *err) {
+  memset(out, 0, sizeof(*out));
+  out->dirfd = out->lock_fd = -1;
+  if (strlen(token_id) > TOKEN_ID_MAX)
+    return mcp_fail(err, MCP_ERR_INVALID, EINVAL, "token id too long");
+  if (session_count(st) >= st->cfg->max_sessions)
+    return mcp_fail_public(err, MCP_ERR_CAPACITY,
+                           "The server has reached its maximum number of sessions; try again later.");
+  random_uuid(out->id);
+  bool claimed = claim_slot(st, out->id, out->sandbox_id) == 0;
+  if (!claimed && fresh_folder(st, out->id, out->sandbox_id, err) < 0)
+    return -1;
+  out->dirfd = open_dir_at(st->sessions_fd, out->id, err);
+  if (out->dirfd < 0)
+    return -1;
+  snprintf(out->token_id, sizeof(out->token_id), "%s", token_id);
+  out->created_ms = out->last_used_ms = wall_ms();
+  if (write_meta(out, err) < 0) {
+    session_close(out);
+    remove_tree_at(st->sessions_fd, out->id, NULL);
+    return -1;
+  }
+  /* No ready sandbox: start one now so it boots while the client sends
+   * notifications/initialized. */
+  if (!claimed) {
+    mcp_error_t ignored = NULL;
+    if (supervisor_spawn(st->cfg, st->sessions_fd, out->id, &ignored) < 0)
+      mcp_error_log_release(&ignored, "session_create");
+  }
+  return 0;
+}
+
+int session_open(struct store *st, const char *id, const char *token_id, struct session *out, mcp_error_t *err) {
+  memset(out, 0, sizeof(*out));
+  out->dirfd = out->lock_fd = -1;
+  if (!is_uuid(id))
+    return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "malformed session id");
+  memcpy(out->id, id, 37);
+  out->dirfd = openat(st->sessions_fd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (out->dirfd < 0)
+    return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: no folder", id);
+  mcp_error_t merr = NULL;
+  if (read_meta(out, &merr) < 0) {
+    bool missing = merr->kind == MCP_ERR_NOT_FOUND;
+    if (!missing)
+      mcp_error_log_release(&merr, "session_open");
+    mcp_error_release(&merr);
+    session_close(out);
+    return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: no metadata", id);
+  }
+  if (strcmp(out->token_id, token_id) != 0) {
+    session_close(out);
+    return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: owned by another token", id);
+  }
+  if (wall_ms() - out->last_used_ms > (int64_t)st->cfg->idle_timeout * 1000) {
+    session_close(out);
+    return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: expired", id);
+  }
+  return 0;
+}
+
+int session_touch(struct store *st, struct session *s, mcp_error_t *err) {
+  (void)st;
+  s->last_used_ms = wall_ms();
+  return write_meta(s, err);
+}
+
+int session_lock(struct session *s, int64_t wait_ms, mcp_error_t *err) {
+  if (s->lock_fd >= 0)
+    return 0;
+  cleanup_close int fd = openat(s->dirfd, CALL_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open call lock");
+  int64_t deadline = now_ms() + wait_ms;
+  int pause = 2;
+  for (;;) {
+    int r = lock_try(fd);
+    if (r == 0)
+      break;
+    if (r != -EWOULDBLOCK)
+      return mcp_fail(err, MCP_ERR_INTERNAL, -r, "lock");
+    if (now_ms() >= deadline)
+      return mcp_fail_public(err, MCP_ERR_BUSY,
+                             "The session is busy with another call; try again when it has finished.");
+    poll(NULL, 0, pause);
+    if (pause < 50)
+      pause *= 2;
+  }
+  s->lock_fd = steal_fd(&fd);
+  return 0;
+}
+
+void session_unlock(struct session *s) {
+  if (s->lock_fd >= 0)
+    close(s->lock_fd);
+  s->lock_fd = -1;
+}
+
+void session_close(struct session *s) {
+  session_unlock(s);
+  if (s->dirfd >= 0)
+    close(s->dirfd);
+  s->dirfd = -1;
+}
+
+int session_destroy(struct store *st, const char *id, mcp_error_t *err) {
+  if (!is_uuid(id))
+    return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "malformed session id");
+  char name[80], rnd[33];
+  random_hex32(rnd);
+  snprintf(name, sizeof(name), "%s.%.8s", id, rnd);
+  if (renameat(st->sessions_fd, id, st->trash_fd, name) < 0) {
+    if (errno == ENOENT)
+      return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: no folder", id);
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "move session %s to trash", id);
+  }
+  return trash_remove(st, name, err);
+}
+
+int trash_remove(struct store *st, const char *name, mcp_error_t *err) {
+  cleanup_close int dfd = openat(st->trash_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dfd >= 0) {
+    mcp_error_t qerr = NULL;
+    if (supervisor_quit(dfd, 10000, &qerr) < 0)
+      mcp_error_log_release(&qerr, "trash_remove");
+    /* A supervisor that did not answer still holds sup.lock: leave the
+     * folder for the keeper, which retries. */
+    cleanup_close int lock = openat(dfd, SUPERVISOR_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (lock >= 0 && lock_held_elsewhere(lock))
+      return mcp_fail(err, MCP_ERR_BUSY, 0, "trash/%s: supervisor still running", name);
+  }
+  return remove_tree_at(st->trash_fd, name, err);
+}
+
+int supervisor_spawn(const struct mcp_config *cfg, int dir_fd, const char *name, mcp_error_t *err) {
+  char exe[PATH_MAX], dir[PATH_MAX], link[64];
+  if (snprintf(exe, sizeof(exe), "%s/mcp-sandboxd", cfg->libexec_dir) >= (int)sizeof(exe))
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "supervisor path");
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", dir_fd);
+  ssize_t n = readlink(link, dir, sizeof(dir) - 1);
+  if (n < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "readlink %s", link);
+  dir[n] = '\0';
+  size_t used = (size_t)n;
+  if (snprintf(dir + used, sizeof(dir) - used, "/%s", name) >= (int)(sizeof(dir) - used))
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "supervisor folder");
+  pid_t pid = fork();
+  if (pid < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fork");
+  if (pid == 0) {
+    /* The middle child exits at once so the supervisor is adopted by the
+     * subreaper (the master) and outlives the responder that asked for it. */
+    if (fork() != 0)
+      _exit(0);
+    setsid();
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+      dup2(devnull, 0);
+      dup2(devnull, 1);
+    }
+    close_fds_from(3);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    const char *argv[] = {exe, dir, NULL};
+    execv(exe, (char *const *)argv);
+    _exit(127);
+  }
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  return 0;
+}
+
+static int connect_once(int dirfd) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  if (fd_path(sa.sun_path, sizeof(sa.sun_path), dirfd, SUPERVISOR_SOCKET) < 0)
+    return -ENAMETOOLONG;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  return fd;
+}
+
+int supervisor_connect(const struct mcp_config *cfg, int dirfd, bool spawn, int64_t wait_ms, mcp_error_t *err) {
+  int fd = connect_once(dirfd);
+  if (fd >= 0 || !spawn)
+    return fd >= 0 ? fd : mcp_fail(err, MCP_ERR_SANDBOX, -fd, "connect to the supervisor");
+  if (fd != -ENOENT && fd != -ECONNREFUSED)
+    return mcp_fail(err, MCP_ERR_INTERNAL, -fd, "connect to the supervisor");
+  if (supervisor_spawn(cfg, dirfd, ".", err) < 0)
+    return -1;
+  int64_t deadline = now_ms() + wait_ms;
+  int pause = 1;
+  while (now_ms() < deadline) {
+    poll(NULL, 0, pause);
+    if (pause < 20)
+      pause *= 2;
+    fd = connect_once(dirfd);
+    if (fd >= 0)
+      return fd;
+  }
+  return mcp_fail(err, MCP_ERR_SANDBOX, -fd, "the supervisor did not start listening");
+}
+
+int supervisor_quit(int dirfd, int64_t wait_ms, mcp_error_t *err) {
+  int r = connect_once(dirfd);
+  if (r < 0)
+    return 0; /* nobody listens: nothing to stop */
+  cleanup_close int fd = r;
+  if (frame_write(fd, FRAME_QUIT, NULL, 0) < 0)
+    return 0;
+  struct frame_reader rd;
+  frame_reader_init(&rd, 1 << 20);
+  int64_t deadline = now_ms() + wait_ms;
+  for (;;) {
+    struct frame f;
+    r = frame_read(&rd, fd, deadline, &f);
+    if (r <= 0 || f.type == FRAME_DONE)
+      break;
+  }
+  frame_reader_free(&rd);
+  if (r == -ETIMEDOUT)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ETIMEDOUT, "the supervisor did not stop");
+  return 0;
+}

@@ -1,0 +1,96 @@
+/* The session store: all session state lives on disk under the state folder,
+ * so any responder serves any session and a responder that dies loses
+ * nothing.
+ *
+ *   <state>/sessions/<session-id>/   one folder per session (mode 0700)
+ *       meta.json     created, last used, owner token id, sandbox id;
+ *                     replaced atomically (write + rename)
+ *       sandbox       the 32-hex sandbox id (container "mcp<id>")
+ *       call.lock     flock held by the responder running a call
+ *       sup.lock      flock held by the session's supervisor for its life
+ *       ctl.sock      the supervisor's socket
+ *       bundle/       the OCI bundle (config.json)
+ *       work/         the workspace, /work inside, owned by the sandbox uid
+ *   <state>/pool/<sandbox-id>/       pre-started sandboxes, claimed by rename
+ *   <state>/pool/.new-<sandbox-id>/  being prepared
+ *   <state>/trash/<name>/            being destroyed
+ *   <state>/runsc/                   runsc --root
+ *   <state>/rootfs/                  the skeleton root (bundle.h)
+ *
+ * A session exists exactly while sessions/<id>/meta.json exists.  Ending a
+ * session renames its folder into trash/ first (atomic: every later request
+ * gets 404), then stops the supervisor and removes the folder. */
+#ifndef MCP_SESSION_H
+#define MCP_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "settings.h"
+
+#define SESSION_META "meta.json"
+#define SANDBOX_ID_FILE "sandbox"
+#define CALL_LOCK "call.lock"
+#define SUPERVISOR_LOCK "sup.lock"
+#define SUPERVISOR_SOCKET "ctl.sock"
+#define WORKSPACE_DIR "work"
+#define TOKEN_ID_MAX 64
+
+struct store {
+  const struct mcp_config *cfg;
+  int state_fd;
+  int sessions_fd;
+  int pool_fd;
+  int trash_fd;
+};
+
+struct session {
+  char id[37];
+  int dirfd;
+  char sandbox_id[33];
+  char token_id[TOKEN_ID_MAX + 1];
+  int64_t created_ms;
+  int64_t last_used_ms;
+  int lock_fd; /* call.lock while held, else -1 */
+};
+
+/* Create the state folders with their modes (the master, at start). */
+int store_prepare(const struct mcp_config *cfg, mcp_error_t *err);
+int store_open(const struct mcp_config *cfg, struct store *st, mcp_error_t *err);
+void store_close(struct store *st);
+
+/* New session owned by token_id: claims a pre-started sandbox when one is
+ * ready, else prepares a folder whose sandbox starts on demand.  Fails with
+ * MCP_ERR_CAPACITY at max_sessions. */
+int session_create(struct store *st, const char *token_id, struct session *out, mcp_error_t *err);
+/* Open a live session; MCP_ERR_NOT_FOUND when the id is malformed, unknown,
+ * ended, expired, or owned by another token. */
+int session_open(struct store *st, const char *id, const char *token_id, struct session *out, mcp_error_t *err);
+/* Record activity now. */
+int session_touch(struct store *st, struct session *s, mcp_error_t *err);
+/* Serialize calls: wait up to wait_ms for call.lock; MCP_ERR_BUSY after. */
+int session_lock(struct session *s, int64_t wait_ms, mcp_error_t *err);
+void session_unlock(struct session *s);
+void session_close(struct session *s);
+/* End a session: 404 from now on, sandbox stopped, folder removed. */
+int session_destroy(struct store *st, const char *id, mcp_error_t *err);
+int session_count(struct store *st);
+
+/* Prepare pool/.new-<id> with its workspace and sandbox id. */
+int slot_prepare(struct store *st, char id_out[33], mcp_error_t *err);
+/* Move a prepared folder under a new name in dst_fd. */
+int slot_publish(struct store *st, const char *id, mcp_error_t *err);
+
+/* Start the supervisor of the folder `name` below dir_fd (double fork: it is
+ * adopted by the nearest subreaper, the master). */
+int supervisor_spawn(const struct mcp_config *cfg, int dir_fd, const char *name, mcp_error_t *err);
+/* Connect to the supervisor of folder dirfd; spawn it first when none
+ * listens and spawn is true.  Returns the connected fd. */
+int supervisor_connect(const struct mcp_config *cfg, int dirfd, bool spawn, int64_t wait_ms, mcp_error_t *err);
+/* Ask the supervisor of dirfd to stop its sandbox and exit; waits for it. */
+int supervisor_quit(int dirfd, int64_t wait_ms, mcp_error_t *err);
+/* Remove trash/<name> after stopping its supervisor. */
+int trash_remove(struct store *st, const char *name, mcp_error_t *err);
+
+#endif

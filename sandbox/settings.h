@@ -1,0 +1,62 @@
+/* Configuration of the service: every limit, path, pool size and timeout.
+ *
+ * Sources, later ones win: built-in defaults, the file named by MCP_CONFIG
+ * (or <state_dir>/mcp.conf when it exists), then environment variables
+ * MCP_<KEY> (upper case).  The file holds `key = value` lines and # comments.
+ * Sizes accept K, M, G suffixes (powers of 1024).  config_load() fails with
+ * a sentence naming the bad key. */
+#ifndef MCP_SETTINGS_H
+#define MCP_SETTINGS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+
+struct mcp_config {
+  char state_dir[PATH_MAX];   /* sessions, pool, runsc root, skeleton root */
+  char fcgi_socket[PATH_MAX]; /* the FastCGI socket nginx connects to */
+  char socket_group[64];      /* group that may connect to it (nginx's workers) */
+  char libexec_dir[PATH_MAX]; /* mcp-sandboxd, executor.py, libmcpstatx.so */
+  char backend[16];           /* "runsc", or "direct" (no isolation: tests only) */
+  char runsc[PATH_MAX];       /* the runsc binary */
+  char runsc_platform[16];
+  char allowed_origins[1024]; /* comma-separated Origin values accepted besides localhost */
+  char python[PATH_MAX];      /* the interpreter inside the sandbox */
+  char preload_modules[512];  /* comma-separated modules the executor imports before forking */
+  int responders;             /* FastCGI responder processes; 0 = 2 x cores */
+  int idle_timeout;           /* seconds without a request before a session expires */
+  int timeout_default;        /* seconds, when a call gives no timeout_seconds */
+  int timeout_max;            /* seconds, cap on timeout_seconds */
+  int busy_wait;              /* seconds a call waits for a busy session */
+  int pool_size;              /* sandboxes started ahead of demand */
+  int max_sessions;
+  int max_concurrent;         /* executions at once across the server */
+  int cpu_limit;              /* CPU seconds per call */
+  int nproc_limit;            /* processes/threads of the sandbox user */
+  int nofile_limit;
+  int sandbox_uid;
+  int sandbox_gid;
+  uint64_t max_body;         /* request body bytes */
+  uint64_t output_limit;     /* bytes of stdout, and of stderr, returned per call */
+  uint64_t memory_limit;     /* address space per call */
+  uint64_t fsize_limit;      /* largest file a call may write */
+  uint64_t tmp_size;         /* tmpfs /tmp */
+  uint64_t shm_size;         /* tmpfs /dev/shm */
+  uint64_t workspace_quota;  /* bytes of /work per session */
+  uint64_t max_code;         /* bytes of `code` */
+};
+
+/* Fill cfg from defaults, file and environment. */
+int config_load(struct mcp_config *cfg, mcp_error_t *err);
+/* Apply one `key`, `value` pair (used by the loader and by tests). */
+int config_set(struct mcp_config *cfg, const char *key, const char *value, mcp_error_t *err);
+void config_defaults(struct mcp_config *cfg);
+/* Print every key with its effective value, one `key = value` per line. */
+void config_print(const struct mcp_config *cfg, FILE *out);
+/* Join state_dir and a relative name. */
+int config_path(const struct mcp_config *cfg, char *buf, size_t size, const char *name);
+
+#endif

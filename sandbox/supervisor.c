@@ -1,0 +1,544 @@
+/* mcp-sandboxd: the supervisor of one session's sandbox.
+ *
+ * One process per live sandbox.  It owns the pipes to the executor (the
+ * sandbox's PID 1), listens on <session>/ctl.sock for the responders, runs one
+ * call at a time (others wait in order), enforces the call's hard deadline
+ * from outside the sandbox, and restarts the sandbox when it dies.  Because
+ * it holds the executor's pipes, a responder may die in the middle of a call
+ * without losing the sandbox: the call finishes within its limits and the
+ * next responder finds the session as it was.
+ *
+ * It is a child subreaper: runsc's sandbox and gofer processes are
+ * reparented to it and reaped at once, which is what makes teardown fast
+ * (RUNSC.md: ~20 ms instead of ~2 s).
+ *
+ * usage: mcp-sandboxd <session-folder>
+ * The folder holds `sandbox` (the 32-hex sandbox id) and `work/`. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "backend.h"
+#include "frame.h"
+#include "settings.h"
+#include "session.h"
+#include "supervisor.h"
+#include "util.h"
+
+#define MAX_CLIENTS 32
+#define READY_TIMEOUT_MS 30000
+#define DEADLINE_GRACE_MS 2000
+#define MAX_QUICK_DEATHS 3
+
+struct client {
+  int fd;
+  struct frame_reader r;
+  bool has_request; /* a request frame is queued in `request` */
+  struct buf request;
+  int64_t queued_at;
+  bool wants_ready; /* answer S once the sandbox is ready */
+};
+
+struct sup {
+  struct mcp_config cfg;
+  const struct sandbox_ops *ops;
+  struct sandbox_ctx sb;
+  int dirfd;
+  int lock_fd; /* sup.lock, held for our whole life */
+  int listen_fd;
+  int sig_fd;
+  int exec_in;  /* we write requests */
+  int exec_out; /* we read frames */
+  struct frame_reader exec_r;
+  bool started;
+  bool ready;
+  int64_t started_at;
+  int quick_deaths;
+  struct client clients[MAX_CLIENTS];
+  int call;              /* index of the client whose call runs, -1: none */
+  bool call_active;
+  bool call_orphaned;    /* its client went away: finish, discard */
+  int64_t call_deadline;
+  uint64_t output_limit;
+  uint64_t sent_out, sent_err;
+  bool quit;
+  int quitter; /* the client that asked us to quit, -1: a signal */
+};
+
+static void client_close(struct sup *s, int i) {
+  struct client *c = &s->clients[i];
+  if (c->fd >= 0)
+    close(c->fd);
+  frame_reader_free(&c->r);
+  buf_free(&c->request);
+  memset(c, 0, sizeof(*c));
+  c->fd = -1;
+  if (s->call == i && s->call_active)
+    s->call_orphaned = true;
+}
+
+static void client_send(struct sup *s, int i, int type, const void *data, size_t len) {
+  struct client *c = &s->clients[i];
+  if (c->fd < 0)
+    return;
+  if (frame_write(c->fd, type, data, len) < 0) {
+    /* A responder that stops reading is gone for us; its call goes on. */
+    client_close(s, i);
+  }
+}
+
+static void client_error(struct sup *s, int i, const char *sentence) {
+  client_send(s, i, FRAME_ERROR, sentence, strlen(sentence));
+}
+
+static void exec_close(struct sup *s) {
+  if (s->exec_in >= 0)
+    close(s->exec_in);
+  if (s->exec_out >= 0)
+    close(s->exec_out);
+  s->exec_in = s->exec_out = -1;
+  frame_reader_free(&s->exec_r);
+  s->ready = false;
+  s->started = false;
+}
+
+static void sandbox_stop(struct sup *s) {
+  exec_close(s);
+  mcp_error_t err = NULL;
+  if (s->ops->destroy(&s->sb, &err) < 0)
+    mcp_error_log_release(&err, "mcp-sandboxd: destroy");
+}
+
+/* Current host path of our folder: it moves from pool/ to sessions/. */
+static int refresh_dir(struct sup *s, mcp_error_t *err) {
+  char link[64], path[PATH_MAX];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", s->dirfd);
+  ssize_t n = readlink(link, path, sizeof(path) - 1);
+  if (n < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "readlink %s", link);
+  path[n] = '\0';
+  memcpy(s->sb.dir, path, (size_t)n + 1);
+  return 0;
+}
+
+static int sandbox_start(struct sup *s, mcp_error_t *err) {
+  int in[2], out[2];
+  if (refresh_dir(s, err) < 0)
+    return -1;
+  if (pipe2(in, O_CLOEXEC) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "pipe2");
+  if (pipe2(out, O_CLOEXEC) < 0) {
+    close(in[0]);
+    close(in[1]);
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "pipe2");
+  }
+  int ret = s->ops->start(&s->sb, in[0], out[1], err);
+  close(in[0]);
+  close(out[1]);
+  if (ret < 0) {
+    close(in[1]);
+    close(out[0]);
+    s->ops->destroy(&s->sb, NULL);
+    return -1;
+  }
+  s->exec_in = in[1];
+  s->exec_out = out[0];
+  frame_reader_init(&s->exec_r, 16 << 20);
+  s->started = true;
+  s->ready = false;
+  s->started_at = now_ms();
+  return 0;
+}
+
+/* Fail every waiting client with a sentence; used when no sandbox can run. */
+static void fail_waiting(struct sup *s, const char *sentence) {
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    if (s->clients[i].fd >= 0 && (s->clients[i].has_request || s->clients[i].wants_ready))
+      client_error(s, i, sentence);
+}
+
+static void send_call_result(struct sup *s, const char *json) {
+  if (s->call >= 0 && !s->call_orphaned)
+    client_send(s, s->call, FRAME_DONE, json, strlen(json));
+  if (s->call >= 0 && s->clients[s->call].fd >= 0) {
+    s->clients[s->call].has_request = false;
+    buf_free(&s->clients[s->call].request);
+  }
+  s->call = -1;
+  s->call_active = false;
+  s->call_orphaned = false;
+}
+
+/* The sandbox died or overran: end the call with what we know. */
+static void sandbox_lost(struct sup *s, bool deadline) {
+  if (s->call_active) {
+    char json[256];
+    snprintf(json, sizeof(json),
+             "{\"exit_code\":137,\"timed_out\":%s,\"sandbox_lost\":true,\"duration_ms\":0,"
+             "\"stdout_bytes\":%llu,\"stderr_bytes\":%llu}",
+             deadline ? "true" : "false", (unsigned long long)s->sent_out, (unsigned long long)s->sent_err);
+    send_call_result(s, json);
+  }
+  if (now_ms() - s->started_at < 5000)
+    s->quick_deaths++;
+  else
+    s->quick_deaths = 0;
+  sandbox_stop(s);
+}
+
+static uint64_t json_u64(const cJSON *o, const char *key, uint64_t dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) && v->valuedouble >= 0 ? (uint64_t)v->valuedouble : dflt;
+}
+
+static void start_call(struct sup *s, int i) {
+  struct client *c = &s->clients[i];
+  cleanup_cjson cJSON *req = cJSON_ParseWithLength(c->request.data, c->request.len);
+  uint64_t timeout_ms = json_u64(req, "timeout_ms", 60000);
+  s->output_limit = json_u64(req, "output_limit", 1 << 20);
+  s->sent_out = s->sent_err = 0;
+  s->call = i;
+  s->call_active = true;
+  s->call_orphaned = false;
+  s->call_deadline = now_ms() + (int64_t)timeout_ms + DEADLINE_GRACE_MS;
+  if (frame_write(s->exec_in, FRAME_REQUEST, c->request.data, c->request.len) < 0)
+    sandbox_lost(s, false);
+}
+
+static void maybe_start_next(struct sup *s) {
+  if (s->call_active || !s->ready)
+    return;
+  int best = -1;
+  for (int i = 0; i < MAX_CLIENTS; i++) {
+    struct client *c = &s->clients[i];
+    if (c->fd >= 0 && c->has_request && (best < 0 || c->queued_at < s->clients[best].queued_at))
+      best = i;
+  }
+  if (best >= 0)
+    start_call(s, best);
+}
+
+static void forward_output(struct sup *s, const struct frame *f) {
+  uint64_t *sent = f->type == FRAME_STDOUT ? &s->sent_out : &s->sent_err;
+  if (!s->call_active || *sent >= s->output_limit)
+    return;
+  size_t take = f->len;
+  if (take > s->output_limit - *sent)
+    take = (size_t)(s->output_limit - *sent);
+  *sent += take;
+  if (!s->call_orphaned)
+    client_send(s, s->call, f->type, f->payload, take);
+}
+
+static void on_exec_frame(struct sup *s, const struct frame *f) {
+  switch (f->type) {
+  case FRAME_READY:
+    s->ready = true;
+    for (int i = 0; i < MAX_CLIENTS; i++)
+      if (s->clients[i].fd >= 0 && s->clients[i].wants_ready) {
+        s->clients[i].wants_ready = false;
+        client_send(s, i, FRAME_STATUS, "{\"ready\":true}", 14);
+      }
+    break;
+  case FRAME_STDOUT:
+  case FRAME_STDERR:
+    forward_output(s, f);
+    break;
+  case FRAME_DONE:
+    if (s->call_active) {
+      cleanup_free char *json = xstrndup(f->payload, f->len);
+      send_call_result(s, json ? json : "{}");
+    }
+    break;
+  default:
+    break; /* nothing else is expected from the executor */
+  }
+}
+
+static void on_exec_readable(struct sup *s) {
+  ssize_t n = frame_reader_fill(&s->exec_r, s->exec_out);
+  if (n == 0 || (n < 0 && n != -EAGAIN)) {
+    sandbox_lost(s, false);
+    return;
+  }
+  struct frame f;
+  int r;
+  while (s->started && (r = frame_reader_next(&s->exec_r, &f)) == 1)
+    on_exec_frame(s, &f);
+  if (s->started && r < 0) {
+    fprintf(stderr, "mcp-sandboxd %s: protocol error from the executor\n", s->sb.id);
+    sandbox_lost(s, false);
+  }
+}
+
+static void on_client_frame(struct sup *s, int i, const struct frame *f) {
+  struct client *c = &s->clients[i];
+  switch (f->type) {
+  case FRAME_REQUEST:
+    if (c->has_request || (s->call_active && s->call == i)) {
+      client_error(s, i, "A call is already running on this connection.");
+      return;
+    }
+    buf_free(&c->request);
+    if (buf_append(&c->request, f->payload, f->len) < 0) {
+      client_error(s, i, "Internal server error.");
+      return;
+    }
+    c->has_request = true;
+    c->queued_at = now_ms();
+    maybe_start_next(s);
+    break;
+  case FRAME_CANCEL:
+    if (s->call_active && s->started)
+      frame_write(s->exec_in, FRAME_CANCEL, NULL, 0);
+    break;
+  case FRAME_QUIT:
+    s->quit = true;
+    s->quitter = i;
+    break;
+  case FRAME_STATUS: {
+    bool wait = f->len > 0 && memmem(f->payload, f->len, "wait", 4) != NULL;
+    if (s->ready || !wait) {
+      char json[64];
+      snprintf(json, sizeof(json), "{\"ready\":%s,\"busy\":%s}", s->ready ? "true" : "false",
+               s->call_active ? "true" : "false");
+      client_send(s, i, FRAME_STATUS, json, strlen(json));
+    } else {
+      c->wants_ready = true;
+    }
+    break;
+  }
+  default:
+    client_error(s, i, "Unexpected frame.");
+    break;
+  }
+}
+
+static void on_client_readable(struct sup *s, int i) {
+  struct client *c = &s->clients[i];
+  ssize_t n = frame_reader_fill(&c->r, c->fd);
+  if (n == 0 || (n < 0 && n != -EAGAIN)) {
+    client_close(s, i);
+    return;
+  }
+  struct frame f;
+  int r;
+  while (s->clients[i].fd >= 0 && (r = frame_reader_next(&c->r, &f)) == 1)
+    on_client_frame(s, i, &f);
+  if (s->clients[i].fd >= 0 && r < 0) {
+    client_error(s, i, "Malformed frame.");
+    client_close(s, i);
+  }
+}
+
+static void on_accept(struct sup *s) {
+  int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+  if (fd < 0)
+    return;
+  for (int i = 0; i < MAX_CLIENTS; i++) {
+    if (s->clients[i].fd < 0) {
+      struct timeval tv = {5, 0};
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+      s->clients[i].fd = fd;
+      frame_reader_init(&s->clients[i].r, 64 << 20);
+      return;
+    }
+  }
+  const char *msg = "The session has too many waiting calls.";
+  frame_write(fd, FRAME_ERROR, msg, strlen(msg));
+  close(fd);
+}
+
+static void reap_children(void) {
+  for (;;) {
+    pid_t p = waitpid(-1, NULL, WNOHANG);
+    if (p <= 0)
+      return;
+  }
+}
+
+static void on_signal(struct sup *s) {
+  struct signalfd_siginfo si;
+  while (read(s->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+    if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
+      s->quit = true;
+  }
+  reap_children();
+}
+
+/* Start the sandbox when none runs, with a bound on crash loops. */
+static void ensure_sandbox(struct sup *s) {
+  if (s->started || s->quit)
+    return;
+  if (s->quick_deaths >= MAX_QUICK_DEATHS) {
+    fail_waiting(s, "The sandbox keeps stopping right after it starts; the session's files are kept.");
+    s->quit = true;
+    return;
+  }
+  mcp_error_t err = NULL;
+  if (sandbox_start(s, &err) < 0) {
+    mcp_error_log_release(&err, "mcp-sandboxd: start");
+    fail_waiting(s, "The sandbox could not be started; try again later.");
+    s->quit = true;
+  }
+}
+
+static int loop(struct sup *s) {
+  while (!s->quit) {
+    ensure_sandbox(s);
+    if (s->quit)
+      break;
+    struct pollfd p[3 + MAX_CLIENTS];
+    int idx[3 + MAX_CLIENTS];
+    int n = 0;
+    p[n] = (struct pollfd){s->sig_fd, POLLIN, 0};
+    idx[n++] = -1;
+    p[n] = (struct pollfd){s->listen_fd, POLLIN, 0};
+    idx[n++] = -2;
+    p[n] = (struct pollfd){s->exec_out, POLLIN, 0};
+    idx[n++] = -3;
+    for (int i = 0; i < MAX_CLIENTS; i++) {
+      if (s->clients[i].fd < 0)
+        continue;
+      p[n] = (struct pollfd){s->clients[i].fd, POLLIN, 0};
+      idx[n++] = i;
+    }
+    int timeout = 1000;
+    int64_t now = now_ms();
+    if (s->call_active) {
+      int64_t left = s->call_deadline - now;
+      timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
+    } else if (!s->ready) {
+      int64_t left = s->started_at + READY_TIMEOUT_MS - now;
+      timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
+    }
+    int r = poll(p, (nfds_t)n, timeout);
+    if (r < 0 && errno != EINTR)
+      return -1;
+    for (int k = 0; r > 0 && k < n; k++) {
+      if (p[k].revents == 0)
+        continue;
+      if (idx[k] == -1)
+        on_signal(s);
+      else if (idx[k] == -2)
+        on_accept(s);
+      else if (idx[k] == -3) {
+        if (s->started)
+          on_exec_readable(s);
+      } else if (s->clients[idx[k]].fd == p[k].fd)
+        on_client_readable(s, idx[k]);
+    }
+    now = now_ms();
+    if (s->call_active && now >= s->call_deadline) {
+      fprintf(stderr, "mcp-sandboxd %s: the call overran its deadline; restarting the sandbox\n", s->sb.id);
+      sandbox_lost(s, true);
+    } else if (s->started && !s->ready && now - s->started_at >= READY_TIMEOUT_MS) {
+      fprintf(stderr, "mcp-sandboxd %s: the executor did not become ready\n", s->sb.id);
+      s->quick_deaths = MAX_QUICK_DEATHS;
+      sandbox_stop(s);
+    }
+    maybe_start_next(s);
+  }
+  return 0;
+}
+
+static int setup(struct sup *s, const char *dir, mcp_error_t *err) {
+  s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (s->dirfd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", dir);
+  /* One supervisor per folder: the lock lives as long as we do. */
+  s->lock_fd = openat(s->dirfd, SUPERVISOR_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (s->lock_fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open lock");
+  if (lock_try(s->lock_fd) < 0)
+    return mcp_fail(err, MCP_ERR_BUSY, errno, "another supervisor holds `%s`", dir);
+  cleanup_free char *id = NULL;
+  if (read_file_at(s->dirfd, SANDBOX_ID_FILE, 64, &id, NULL, err) < 0)
+    return -1;
+  id[strcspn(id, "\n")] = '\0';
+  if (sandbox_ctx_init(&s->sb, &s->cfg, id, dir, err) < 0)
+    return -1;
+
+  s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s->listen_fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "socket");
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  if (fd_path(sa.sun_path, sizeof(sa.sun_path), s->dirfd, SUPERVISOR_SOCKET) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "socket path");
+  unlinkat(s->dirfd, SUPERVISOR_SOCKET, 0);
+  mode_t old = umask(0077);
+  int br = bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+  umask(old);
+  if (br < 0 || listen(s->listen_fd, 64) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "bind/listen `%s`", sa.sun_path);
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  s->sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (s->sig_fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "signalfd");
+  signal(SIGPIPE, SIG_IGN);
+  return 0;
+}
+
+int supervisor_main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: mcp-sandboxd SESSION-FOLDER\n");
+    return 2;
+  }
+  static struct sup s;
+  s.exec_in = s.exec_out = s.listen_fd = s.sig_fd = s.lock_fd = -1;
+  s.call = -1;
+  s.quitter = -1;
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    s.clients[i].fd = -1;
+  mcp_error_t err = NULL;
+  if (config_load(&s.cfg, &err) < 0) {
+    fprintf(stderr, "mcp-sandboxd: %s\n", mcp_error_public(err));
+    mcp_error_release(&err);
+    return 1;
+  }
+  s.ops = sandbox_ops_for(s.cfg.backend);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (setup(&s, argv[1], &err) < 0) {
+    int busy = err->kind == MCP_ERR_BUSY;
+    if (!busy)
+      mcp_error_log_release(&err, "mcp-sandboxd");
+    mcp_error_release(&err);
+    return busy ? 0 : 1;
+  }
+  loop(&s);
+  /* Stop accepting first, so no responder queues behind a dying supervisor. */
+  unlinkat(s.dirfd, SUPERVISOR_SOCKET, 0);
+  close(s.listen_fd);
+  sandbox_stop(&s);
+  reap_children();
+  /* Release the folder before answering: whoever asked us to quit removes it next. */
+  close(s.lock_fd);
+  for (int i = 0; i < MAX_CLIENTS; i++) {
+    if (s.clients[i].fd < 0)
+      continue;
+    if (i == s.quitter)
+      client_send(&s, i, FRAME_DONE, "{}", 2);
+    else if (s.clients[i].has_request || s.clients[i].wants_ready)
+      client_error(&s, i, "The session ended before the call could finish.");
+    client_close(&s, i);
+  }
+  reap_children();
+  return 0;
+}

@@ -1,0 +1,292 @@
+#include "config.h"
+
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <uuid/uuid.h>
+
+int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int write_all(int fd, const void *buf, size_t len) {
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    p += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
+ssize_t read_some(int fd, void *buf, size_t len) {
+  for (;;) {
+    ssize_t r = read(fd, buf, len);
+    if (r < 0 && errno == EINTR)
+      continue;
+    return r < 0 ? -errno : r;
+  }
+}
+
+int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *out_len, mcp_error_t *err) {
+  cleanup_close int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0)
+    return mcp_fail(err, errno == ENOENT ? MCP_ERR_NOT_FOUND : MCP_ERR_INTERNAL, errno, "open `%s`", name);
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "stat `%s`", name);
+  if (!S_ISREG(st.st_mode))
+    return mcp_fail(err, MCP_ERR_INTERNAL, EINVAL, "`%s` is not a regular file", name);
+  if ((size_t)st.st_size > max)
+    return mcp_fail(err, MCP_ERR_INTERNAL, EFBIG, "`%s` is larger than %zu bytes", name, max);
+  cleanup_free char *data = malloc((size_t)st.st_size + 1);
+  if (data == NULL)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "read `%s`", name);
+  size_t got = 0;
+  while (got <= (size_t)st.st_size) {
+    ssize_t r = read_some(fd, data + got, (size_t)st.st_size + 1 - got);
+    if (r < 0)
+      return mcp_fail(err, MCP_ERR_INTERNAL, (int)-r, "read `%s`", name);
+    if (r == 0)
+      break;
+    got += (size_t)r;
+  }
+  if (got > (size_t)st.st_size)
+    return mcp_fail(err, MCP_ERR_INTERNAL, EFBIG, "`%s` grew while being read", name);
+  data[got] = '\0';
+  *out = steal_pointer(&data);
+  if (out_len)
+    *out_len = got;
+  return 0;
+}
+
+int write_file_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode, mcp_error_t *err) {
+  char tmp[PATH_MAX];
+  char rnd[33];
+  random_hex32(rnd);
+  /* The temporary file sits beside the target, in the same directory. */
+  const char *slash = strrchr(name, '/');
+  int dirlen = slash ? (int)(slash - name) + 1 : 0;
+  const char *base = slash ? slash + 1 : name;
+  int n = snprintf(tmp, sizeof(tmp), "%.*s.%s.%.12s.tmp", dirlen, name, base, rnd);
+  if (n < 0 || (size_t)n >= sizeof(tmp))
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "temporary name for `%s`", name);
+  cleanup_close int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "create `%s`", tmp);
+  int r = write_all(fd, data, len);
+  if (r < 0) {
+    unlinkat(dirfd, tmp, 0);
+    return mcp_fail(err, MCP_ERR_INTERNAL, -r, "write `%s`", tmp);
+  }
+  if (renameat(dirfd, tmp, dirfd, name) < 0) {
+    int saved = errno;
+    unlinkat(dirfd, tmp, 0);
+    return mcp_fail(err, MCP_ERR_INTERNAL, saved, "rename `%s` to `%s`", tmp, name);
+  }
+  return 0;
+}
+
+static int remove_children(int dfd, int depth, mcp_error_t *err) {
+  if (depth > 4096)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ELOOP, "directory tree too deep");
+  int dup_fd = dup(dfd);
+  if (dup_fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "dup");
+  cleanup_dir DIR *d = fdopendir(dup_fd);
+  if (d == NULL) {
+    close(dup_fd);
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fdopendir");
+  }
+  struct dirent *de;
+  while ((errno = 0, de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    if (unlinkat(dfd, de->d_name, 0) == 0 || errno == ENOENT)
+      continue;
+    if (errno != EISDIR && errno != EPERM)
+      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "unlink `%s`", de->d_name);
+    cleanup_close int child = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (child < 0) {
+      if (errno == ENOENT)
+        continue;
+      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", de->d_name);
+    }
+    /* Sandboxed code may have left directories without write or search
+     * permission; as the owner of the tree we may restore them. */
+    fchmod(child, 0700);
+    if (remove_children(child, depth + 1, err) < 0)
+      return -1;
+    if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "rmdir `%s`", de->d_name);
+  }
+  if (errno != 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "readdir");
+  return 0;
+}
+
+int remove_tree_at(int dirfd, const char *name, mcp_error_t *err) {
+  if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+    return 0;
+  cleanup_close int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return 0;
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", name);
+  }
+  fchmod(fd, 0700);
+  if (remove_children(fd, 0, err) < 0)
+    return mcp_error_wrap(err, -1, "remove `%s`", name);
+  if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "rmdir `%s`", name);
+  return 0;
+}
+
+int mkdir_p(const char *path, mode_t mode, mcp_error_t *err) {
+  char tmp[PATH_MAX];
+  int n = snprintf(tmp, sizeof(tmp), "%s", path);
+  if (n < 0 || (size_t)n >= sizeof(tmp))
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "mkdir `%s`", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s`", tmp);
+    *p = '/';
+  }
+  if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s`", tmp);
+  return 0;
+}
+
+void random_hex32(char out[33]) {
+  uuid_t u;
+  uuid_generate_random(u);
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; i++) {
+    out[2 * i] = hex[u[i] >> 4];
+    out[2 * i + 1] = hex[u[i] & 15];
+  }
+  out[32] = '\0';
+}
+
+void random_uuid(char out[37]) {
+  uuid_t u;
+  uuid_generate_random(u);
+  uuid_unparse_lower(u, out);
+}
+
+bool is_uuid(const char *s) {
+  if (s == NULL)
+    return false;
+  for (int i = 0; i < 36; i++) {
+    char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-')
+        return false;
+    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return false;
+    }
+  }
+  return s[36] == '\0';
+}
+
+bool is_hex32(const char *s) {
+  if (s == NULL)
+    return false;
+  for (int i = 0; i < 32; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+      return false;
+  return s[32] == '\0';
+}
+
+int fd_path(char *buf, size_t size, int dirfd, const char *name) {
+  int n = snprintf(buf, size, "/proc/self/fd/%d/%s", dirfd, name);
+  if (n < 0 || (size_t)n >= size)
+    return -ENAMETOOLONG;
+  return 0;
+}
+
+char *xstrndup(const char *s, size_t n) {
+  char *r = malloc(n + 1);
+  if (r == NULL)
+    return NULL;
+  memcpy(r, s, n);
+  r[n] = '\0';
+  return r;
+}
+
+void close_fds_from(int from) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, (unsigned)from, ~0U, 0) == 0)
+    return;
+#endif
+  long max = sysconf(_SC_OPEN_MAX);
+  if (max < 0 || max > 65536)
+    max = 65536;
+  for (int fd = from; fd < max; fd++)
+    close(fd);
+}
+
+int buf_append(struct buf *b, const void *data, size_t len) {
+  if (len == 0)
+    return 0;
+  if (b->len + len + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + len + 1)
+      cap *= 2;
+    char *n = realloc(b->data, cap);
+    if (n == NULL)
+      return -ENOMEM;
+    b->data = n;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, data, len);
+  b->len += len;
+  b->data[b->len] = '\0';
+  return 0;
+}
+
+void buf_free(struct buf *b) {
+  free(b->data);
+  b->data = NULL;
+  b->len = b->cap = 0;
+}
+
+int lock_try(int fd) {
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+  for (;;) {
+    if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+      return 0;
+    if (errno == EINTR)
+      continue;
+    return (errno == EACCES || errno == EAGAIN) ? -EWOULDBLOCK : -errno;
+  }
+}
+
+bool lock_held_elsewhere(int fd) {
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+  if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+    return false;
+  return fl.l_type != F_UNLCK;
+}

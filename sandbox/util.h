@@ -1,0 +1,110 @@
+/* Small helpers shared by every binary: cleanup attributes (as in crun's
+ * utils.h and bubblewrap's utils.h), EINTR-safe I/O, time, and file access
+ * relative to a directory fd that never follows symlinks.
+ *
+ * Ownership: a variable declared with a cleanup_* attribute owns its
+ * resource; give it away with steal_pointer()/steal_fd(). */
+#ifndef MCP_UTIL_H
+#define MCP_UTIL_H
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "error.h"
+
+static inline void cleanup_freep(void *p) { free(*(void **)p); }
+static inline void cleanup_closep(int *fd) {
+  if (*fd >= 0)
+    close(*fd);
+}
+static inline void cleanup_fclosep(FILE **f) {
+  if (*f != NULL)
+    fclose(*f);
+}
+static inline void cleanup_closedirp(DIR **d) {
+  if (*d != NULL)
+    closedir(*d);
+}
+static inline void cleanup_cjsonp(cJSON **j) { cJSON_Delete(*j); }
+
+#define cleanup_free __attribute__((cleanup(cleanup_freep)))
+#define cleanup_close __attribute__((cleanup(cleanup_closep)))
+#define cleanup_fclose __attribute__((cleanup(cleanup_fclosep)))
+#define cleanup_dir __attribute__((cleanup(cleanup_closedirp)))
+#define cleanup_cjson __attribute__((cleanup(cleanup_cjsonp)))
+
+static inline void *steal_ptr(void **pp) {
+  void *p = *pp;
+  *pp = NULL;
+  return p;
+}
+#define steal_pointer(pp) steal_ptr((void **)(pp))
+static inline int steal_fd(int *fd) {
+  int r = *fd;
+  *fd = -1;
+  return r;
+}
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Monotonic milliseconds, wall-clock seconds. */
+int64_t now_ms(void);
+int64_t wall_ms(void);
+
+/* Write all of buf, retrying on EINTR and short writes.  0 or -errno. */
+int write_all(int fd, const void *buf, size_t len);
+/* Read up to len bytes, retrying on EINTR; returns bytes read (0 at EOF) or -errno. */
+ssize_t read_some(int fd, void *buf, size_t len);
+
+/* Read a whole regular file below dirfd (no symlink follow) of at most max
+ * bytes, NUL-terminated.  Fails with ENOENT, EFBIG, ... */
+int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *out_len, mcp_error_t *err);
+/* Replace dirfd/name atomically: write a unique temporary file, then rename. */
+int write_file_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode, mcp_error_t *err);
+/* Remove a tree below dirfd without following any symlink. */
+int remove_tree_at(int dirfd, const char *name, mcp_error_t *err);
+/* mkdir -p of an absolute or relative path; existing directories are fine. */
+int mkdir_p(const char *path, mode_t mode, mcp_error_t *err);
+
+/* 32 lowercase hex characters of cryptographic randomness (libuuid, v4). */
+void random_hex32(char out[33]);
+/* A random v4 UUID in its 36-character lowercase form. */
+void random_uuid(char out[37]);
+/* True when s is exactly the 36-character lowercase form random_uuid makes. */
+bool is_uuid(const char *s);
+/* True when s is exactly 32 lowercase hex characters. */
+bool is_hex32(const char *s);
+
+/* "/proc/self/fd/N/name": a path to name below dirfd that fits sockaddr_un. */
+int fd_path(char *buf, size_t size, int dirfd, const char *name);
+
+/* Duplicate at most n bytes of s into a NUL-terminated string. */
+char *xstrndup(const char *s, size_t n);
+
+/* Close every fd >= from (in a child before exec, or at a daemon's start). */
+void close_fds_from(int from);
+
+/* Whole-file open-file-description locks (F_OFD_*): released when the fd
+ * closes, and testable without taking them, unlike flock. */
+int lock_try(int fd);          /* 0, or -EWOULDBLOCK when held elsewhere */
+bool lock_held_elsewhere(int fd);
+
+/* Bounded byte buffer for data that arrives from a client or a sandbox. */
+struct buf {
+  char *data;
+  size_t len;
+  size_t cap;
+};
+int buf_append(struct buf *b, const void *data, size_t len);
+void buf_free(struct buf *b);
+static inline void cleanup_bufp(struct buf *b) { buf_free(b); }
+#define cleanup_buf __attribute__((cleanup(cleanup_bufp)))
+
+#endif
