@@ -1,0 +1,110 @@
+// Shared helpers for the integration tests. The `run` script exports
+// MCP_URL, MCP_TOKEN, MCP_CA_FILE (from endpoint.env) and NODE_EXTRA_CA_CERTS.
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import { randomBytes } from 'node:crypto';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+function required(name) {
+  const v = process.env[name];
+  if (!v) {
+    throw new Error(`${name} is not set: run these tests through tests/integration/run ENDPOINT_ENV`);
+  }
+  return v;
+}
+
+export const MCP_URL = required('MCP_URL');
+export const MCP_TOKEN = required('MCP_TOKEN');
+export const MCP_CA_FILE = required('MCP_CA_FILE');
+export const CA_PEM = fs.readFileSync(MCP_CA_FILE);
+
+// Per-test timeout: a sandbox start can take a while, the timeout test needs
+// at least 2 s, and the conformance suite runs several sessions.
+export const TEST_TIMEOUT_MS = Number(process.env.MCP_TEST_TIMEOUT_MS || 120_000);
+
+export const PROTOCOL_VERSION = '2025-11-25';
+
+export function randomToken(n = 8) {
+  return randomBytes(n).toString('hex');
+}
+
+/** Connect a fresh SDK client (one new MCP session) with the bearer token. */
+export async function connectClient(name = 'integration-test') {
+  const transport = new StreamableHTTPClientTransport(new URL(MCP_URL), {
+    requestInit: { headers: { Authorization: `Bearer ${MCP_TOKEN}` } },
+  });
+  const client = new Client({ name, version: '1.0.0' }, { capabilities: {} });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+/**
+ * Close a client, ending its session with DELETE first so the server can free
+ * the sandbox. Errors are swallowed: cleanup must not hide the test result.
+ */
+export async function closeClient(c) {
+  if (!c) return;
+  try {
+    if (c.transport.sessionId) await c.transport.terminateSession();
+  } catch {
+    /* best effort */
+  }
+  try {
+    await c.client.close();
+  } catch {
+    /* best effort */
+  }
+}
+
+/** Call execute_python and return the raw CallToolResult. */
+export async function runPython(client, args) {
+  return client.callTool({ name: 'execute_python', arguments: args }, undefined, {
+    timeout: TEST_TIMEOUT_MS,
+  });
+}
+
+/**
+ * A raw HTTP(S) request that trusts MCP_CA_FILE and returns
+ * {status, headers, body}. headers are lower-cased names (node style).
+ */
+export function rawRequest(method, url, headers = {}, body = undefined) {
+  const u = new URL(url);
+  const mod = u.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = mod.request(
+      u,
+      { method, headers, ca: u.protocol === 'https:' ? CA_PEM : undefined, timeout: 60_000 },
+      (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode,
+            headers: res.headers,
+            body: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`${method} ${url}: timed out`)));
+    req.on('error', reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+export function initializeBody(id = 1, clientName = 'integration-raw') {
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    method: 'initialize',
+    params: {
+      protocolVersion: PROTOCOL_VERSION,
+      capabilities: {},
+      clientInfo: { name: clientName, version: '1.0.0' },
+    },
+  });
+}
