@@ -1,0 +1,234 @@
+# Shared by scripts/run, scripts/stop, scripts/test and the Dockerfile.
+# Source it; it defines functions only (and the variables below).
+#
+# State folder: MCP_STATE_DIR, default <checkout>/run.  It holds the bearer
+# tokens, the TLS files, the rendered nginx configuration, logs, pid files
+# and all sessions.  Runtime folder: /run/mcp-sandbox/<hash of the state
+# folder>: the FastCGI socket and nginx's temporary files, which nginx's
+# unprivileged workers must reach even when the checkout is under /root.
+
+MCP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+MCP_STATE_DIR="${MCP_STATE_DIR:-$MCP_ROOT/run}"
+MCP_HOST="${MCP_HOST:-127.0.0.1}"
+MCP_PORT="${MCP_PORT:-8443}"
+MCP_TLS="${MCP_TLS:-on}"           # off: plain HTTP (Cloud Run terminates TLS)
+MCP_BUILD_DIR="${MCP_BUILD_DIR:-$MCP_ROOT/build}"
+
+# Debian packages: building, running, testing.
+MCP_APT_BUILD="build-essential autoconf automake libtool pkg-config libfcgi-dev libcjson-dev libseccomp-dev libcgroup-dev uuid-dev"
+MCP_APT_RUN="nginx runsc python3 python3-numpy python3-pandas python3-matplotlib python3-pil openssl curl ca-certificates libfcgi-bin cgroup-tools procps"
+MCP_APT_TEST="nodejs npm clang-format"
+
+log() { printf '%s\n' "$*" >&2; }
+die() {
+  printf 'error: %s\n' "$*" >&2
+  exit 1
+}
+
+require_root() {
+  [ "$(id -u)" = 0 ] || die "run this as root (it installs packages and starts gVisor sandboxes): sudo $0 $*"
+}
+
+state_hash() { printf '%s' "$MCP_STATE_DIR" | sha256sum | cut -c1-12; }
+runtime_dir() { printf '/run/mcp-sandbox/%s' "$(state_hash)"; }
+
+# Install the Debian packages that are missing (one apt-get call).
+apt_install() {
+  local missing=() p
+  for p in "$@"; do
+    # node and npm may come from elsewhere (NodeSource): accept the commands.
+    case "$p" in
+      nodejs) command -v node >/dev/null && continue ;;
+      npm) command -v npm >/dev/null && continue ;;
+    esac
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq || apt-get update
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+  # The nginx package starts its default site on port 80; we run our own.
+  if [[ " ${missing[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null; then
+    systemctl disable --now nginx >/dev/null 2>&1 || true
+  fi
+}
+
+install_deps() {
+  # shellcheck disable=SC2086
+  apt_install $MCP_APT_BUILD $MCP_APT_RUN "$@"
+}
+
+# Configure (once per prefix), build, install into the state folder.
+build() {
+  local prefix="$MCP_STATE_DIR/install"
+  (
+    cd "$MCP_ROOT"
+    if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt configure ] ||
+      [ tests/unit/local.am -nt configure ]; then
+      log "autoreconf"
+      autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
+    fi
+    mkdir -p "$MCP_BUILD_DIR"
+    cd "$MCP_BUILD_DIR"
+    if [ ! -f config.status ] || ! grep -q "with options \"'--prefix=$prefix'" config.status ||
+      [ "$MCP_ROOT/configure" -nt config.status ]; then
+      log "configure --prefix=$prefix"
+      # Paths are compiled in: objects of another configuration must go.
+      [ -f Makefile ] && make -s clean >/dev/null 2>&1
+      "$MCP_ROOT/configure" -q --prefix="$prefix" || die "configure failed"
+    fi
+    make -s -j"$(nproc)" >/dev/null || make -j1 || die "build failed"
+    make -s install >/dev/null || die "make install failed"
+  )
+}
+
+# Bearer tokens: "<name> <token>" lines, mode 0600; one generated when none.
+ensure_tokens() {
+  local f="$MCP_STATE_DIR/tokens"
+  if [ ! -s "$f" ]; then
+    umask 077
+    printf '# name token (one per line; the name appears in logs, never the token)\ndefault %s\n' \
+      "$(openssl rand -hex 32)" >"$f"
+  fi
+  chmod 600 "$f"
+}
+
+# The first token, for endpoint.env and the printed client configuration.
+first_token() { awk '!/^#/ && NF>=2 {print $2; exit}' "$MCP_STATE_DIR/tokens"; }
+
+# tokens -> nginx map entries; names and tokens are checked here because
+# they are pasted into nginx's configuration.
+render_token_map() {
+  local out="$MCP_STATE_DIR/nginx/tokens.map" tmp n=0
+  tmp="$(mktemp "$MCP_STATE_DIR/nginx/tokens.map.XXXXXX")"
+  while read -r name token rest; do
+    case "$name" in '' | '#'*) continue ;; esac
+    [[ "$name" =~ ^[A-Za-z0-9_.-]{1,64}$ ]] || die "tokens: bad name '$name' (letters, digits, _ . -)"
+    [[ "$token" =~ ^[A-Za-z0-9_-]{16,256}$ ]] || die "tokens: the token of '$name' must be 16-256 of [A-Za-z0-9_-]"
+    [ -z "$rest" ] || die "tokens: expected '<name> <token>' per line"
+    printf '    "~*^Bearer[ ]+%s$" "%s";\n' "$token" "$name" >>"$tmp"
+    n=$((n + 1))
+  done <"$MCP_STATE_DIR/tokens"
+  [ "$n" -gt 0 ] || die "tokens: no token in $MCP_STATE_DIR/tokens"
+  chmod 600 "$tmp"
+  mv "$tmp" "$out"
+}
+
+# Self-signed CA and a server certificate for localhost, 127.0.0.1 and the host name.
+ensure_tls() {
+  local d="$MCP_STATE_DIR/tls"
+  [ -s "$d/server.pem" ] && [ -s "$d/ca.pem" ] && return 0
+  mkdir -p "$d"
+  chmod 700 "$d"
+  (
+    cd "$d"
+    umask 077
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=mcp-sandbox local CA" \
+      -keyout ca.key -out ca.pem >/dev/null 2>&1 || die "openssl: CA"
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=${MCP_HOST}" -keyout server.key -out server.csr \
+      >/dev/null 2>&1 || die "openssl: key"
+    printf 'subjectAltName=DNS:localhost,DNS:%s,IP:127.0.0.1,IP:::1%s\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' \
+      "$(hostname)" "$( [[ "$MCP_HOST" =~ ^[0-9.]+$ ]] && [ "$MCP_HOST" != 127.0.0.1 ] && printf ',IP:%s' "$MCP_HOST")" >server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 825 \
+      -extfile server.ext -out server.pem >/dev/null 2>&1 || die "openssl: certificate"
+    chmod 644 ca.pem
+    rm -f server.csr server.ext
+  )
+}
+
+render_nginx() {
+  local rt tls listen max_body
+  rt="$(runtime_dir)"
+  mkdir -p "$MCP_STATE_DIR/nginx" "$MCP_STATE_DIR/logs" "$rt"
+  chmod 755 /run/mcp-sandbox "$rt"
+  if [ "$MCP_TLS" = on ]; then
+    listen="$MCP_HOST:$MCP_PORT ssl"
+    tls="ssl_certificate $MCP_STATE_DIR/tls/server.pem; ssl_certificate_key $MCP_STATE_DIR/tls/server.key; ssl_protocols TLSv1.2 TLSv1.3;"
+  else
+    listen="$MCP_HOST:$MCP_PORT"
+    tls=""
+  fi
+  max_body="${MCP_MAX_BODY:-10m}"
+  render_token_map
+  sed -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" -e "s|@RUNTIME_DIR@|$rt|g" -e "s|@LISTEN@|$listen|g" \
+    -e "s|@TLS_CONFIG@|$tls|g" -e "s|@MAX_BODY@|$max_body|g" -e "s|@FCGI_SOCKET@|$rt/fcgi.sock|g" \
+    -e "s|@NGINX_USER@|${MCP_NGINX_USER:-www-data}|g" -e "s|@NGINX_DAEMON@|${MCP_NGINX_DAEMON:-on}|g" \
+    "$MCP_ROOT/nginx/nginx.conf.in" >"$MCP_STATE_DIR/nginx/nginx.conf"
+  nginx -t -q -c "$MCP_STATE_DIR/nginx/nginx.conf" || die "nginx rejected the generated configuration"
+}
+
+endpoint_url() {
+  local scheme=https
+  [ "$MCP_TLS" = on ] || scheme=http
+  printf '%s://%s:%s/mcp' "$scheme" "$MCP_HOST" "$MCP_PORT"
+}
+
+pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+start_server() {
+  local rt pidf="$MCP_STATE_DIR/mcp-server.pid"
+  rt="$(runtime_dir)"
+  pid_alive "$pidf" && die "mcp-server already runs (pid $(cat "$pidf")); scripts/stop first"
+  MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$rt/fcgi.sock" \
+    setsid "$MCP_STATE_DIR/install/bin/mcp-server" >>"$MCP_STATE_DIR/logs/mcp-server.log" 2>&1 </dev/null &
+  echo $! >"$pidf"
+  local i
+  for i in $(seq 1 100); do
+    [ -S "$rt/fcgi.sock" ] && return 0
+    pid_alive "$pidf" || die "mcp-server exited; see $MCP_STATE_DIR/logs/mcp-server.log"
+    sleep 0.05
+  done
+  die "mcp-server did not open its socket; see $MCP_STATE_DIR/logs/mcp-server.log"
+}
+
+start_nginx() {
+  local rt
+  rt="$(runtime_dir)"
+  pid_alive "$rt/nginx.pid" && die "nginx for this state folder already runs; scripts/stop first"
+  nginx -c "$MCP_STATE_DIR/nginx/nginx.conf" || die "nginx did not start; see $MCP_STATE_DIR/logs/nginx-error.log"
+}
+
+# Wait until an authenticated initialize answers 200.
+wait_ready() {
+  local url token i code
+  url="$(endpoint_url)"
+  token="$(first_token)"
+  for i in $(seq 1 150); do
+    code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --cacert "$MCP_STATE_DIR/tls/ca.pem" \
+      -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+      -H 'Accept: application/json, text/event-stream' -X DELETE "$url" 2>/dev/null || true)"
+    # DELETE without a session: 400 proves nginx, the token and a responder answer.
+    [ "$code" = 400 ] && return 0
+    sleep 0.1
+  done
+  die "the endpoint $url did not answer; see $MCP_STATE_DIR/logs/"
+}
+
+write_endpoint_env() {
+  local f="$MCP_STATE_DIR/endpoint.env"
+  umask 077
+  {
+    echo "MCP_URL=$(endpoint_url)"
+    echo "MCP_TOKEN=$(first_token)"
+    echo "MCP_CA_FILE=$MCP_STATE_DIR/tls/ca.pem"
+  } >"$f"
+}
+
+stop_all() {
+  local rt pidf="$MCP_STATE_DIR/mcp-server.pid" i
+  rt="$(runtime_dir)"
+  if pid_alive "$rt/nginx.pid"; then
+    kill -QUIT "$(cat "$rt/nginx.pid")" 2>/dev/null || true
+    for i in $(seq 1 50); do pid_alive "$rt/nginx.pid" || break; sleep 0.1; done
+    pid_alive "$rt/nginx.pid" && kill -KILL "$(cat "$rt/nginx.pid")" 2>/dev/null
+  fi
+  if pid_alive "$pidf"; then
+    # The master stops its responders, the keeper and every supervisor,
+    # which destroy their sandboxes; sessions stay on disk.
+    kill -TERM "$(cat "$pidf")" 2>/dev/null || true
+    for i in $(seq 1 300); do pid_alive "$pidf" || break; sleep 0.1; done
+    pid_alive "$pidf" && kill -KILL "$(cat "$pidf")" 2>/dev/null
+  fi
+  rm -f "$pidf" "$rt/nginx.pid"
+}
