@@ -102,12 +102,13 @@ first_token() { awk '!/^#/ && NF>=2 {print $2; exit}' "$MCP_STATE_DIR/tokens"; }
 render_token_map() {
   local out="$MCP_STATE_DIR/nginx/tokens.map" tmp n=0
   tmp="$(mktemp "$MCP_STATE_DIR/nginx/tokens.map.XXXXXX")"
-  while read -r name token rest; do
-    case "$name" in '' | '#'*) continue ;; esac
-    [[ "$name" =~ ^[A-Za-z0-9_.-]{1,64}$ ]] || die "tokens: bad name '$name' (letters, digits, _ . -)"
-    [[ "$token" =~ ^[A-Za-z0-9_-]{16,256}$ ]] || die "tokens: the token of '$name' must be 16-256 of [A-Za-z0-9_-]"
+  local tname token rest
+  while read -r tname token rest; do
+    case "$tname" in '' | '#'*) continue ;; esac
+    [[ "$tname" =~ ^[A-Za-z0-9_.-]{1,64}$ ]] || die "tokens: bad name '$tname' (letters, digits, _ . -)"
+    [[ "$token" =~ ^[A-Za-z0-9_-]{16,256}$ ]] || die "tokens: the token of '$tname' must be 16-256 of [A-Za-z0-9_-]"
     [ -z "$rest" ] || die "tokens: expected '<name> <token>' per line"
-    printf '    "~*^Bearer[ ]+%s$" "%s";\n' "$token" "$name" >>"$tmp"
+    printf '    "~*^Bearer[ ]+%s$" "%s";\n' "$token" "$tname" >>"$tmp"
     n=$((n + 1))
   done <"$MCP_STATE_DIR/tokens"
   [ "$n" -gt 0 ] || die "tokens: no token in $MCP_STATE_DIR/tokens"
@@ -164,7 +165,7 @@ endpoint_url() {
   printf '%s://%s:%s/mcp' "$scheme" "$MCP_HOST" "$MCP_PORT"
 }
 
-pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null; }
 
 start_server() {
   local rt pidf="$MCP_STATE_DIR/mcp-server.pid"
