@@ -34,6 +34,7 @@
 
 #define MAX_RESPONDERS 256
 #define STOP_GRACE_MS 15000
+#define WORKER_GRACE_MS 5000
 
 static volatile sig_atomic_t stop_signal;
 static volatile sig_atomic_t child_exited;
@@ -61,10 +62,13 @@ static pid_t spawn(struct master *m, bool keeper) {
   }
   if (pid > 0)
     return pid;
+  /* The master's handlers must not survive in the children. */
+  signal(SIGCHLD, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  signal(SIGCHLD, SIG_DFL);
   if (keeper) {
     close(m->listen_fd);
     _exit(keeper_main(&m->cfg));
@@ -178,24 +182,49 @@ static int list_children(pid_t *out, int max) {
   return n;
 }
 
-static void stop_all(struct master *m) {
+static bool is_worker(const struct master *m, pid_t pid) {
+  if (pid == m->keeper)
+    return true;
+  for (int i = 0; i < m->cfg.responders; i++)
+    if (m->responders[i] == pid)
+      return true;
+  return false;
+}
+
+/* SIGTERM to the chosen children, wait up to grace_ms, then SIGKILL. */
+static void stop_children(struct master *m, bool workers, int64_t grace_ms) {
   pid_t kids[4096];
   int n = list_children(kids, (int)ARRAY_SIZE(kids));
   for (int i = 0; i < n; i++)
-    kill(kids[i], SIGTERM);
-  int64_t deadline = now_ms() + STOP_GRACE_MS;
-  while (now_ms() < deadline) {
+    if (is_worker(m, kids[i]) == workers)
+      kill(kids[i], SIGTERM);
+  int64_t deadline = now_ms() + grace_ms;
+  for (;;) {
     while (waitpid(-1, NULL, WNOHANG) > 0)
       ;
-    if (list_children(kids, (int)ARRAY_SIZE(kids)) == 0)
+    n = list_children(kids, (int)ARRAY_SIZE(kids));
+    int left = 0;
+    for (int i = 0; i < n; i++)
+      if (is_worker(m, kids[i]) == workers)
+        left++;
+    if (left == 0)
+      return;
+    if (now_ms() >= deadline)
       break;
     poll(NULL, 0, 20);
   }
-  n = list_children(kids, (int)ARRAY_SIZE(kids));
   for (int i = 0; i < n; i++)
-    kill(kids[i], SIGKILL);
+    if (is_worker(m, kids[i]) == workers)
+      kill(kids[i], SIGKILL);
   while (waitpid(-1, NULL, WNOHANG) > 0)
     ;
+}
+
+/* Workers first (so nothing starts new sandboxes), then the supervisors,
+ * which destroy their sandboxes; sessions stay on disk. */
+static void stop_all(struct master *m) {
+  stop_children(m, true, WORKER_GRACE_MS);
+  stop_children(m, false, STOP_GRACE_MS);
   unlink(m->cfg.fcgi_socket);
 }
 
@@ -217,6 +246,8 @@ int main(int argc, char **argv) {
   }
   if (m.cfg.responders > MAX_RESPONDERS)
     m.cfg.responders = MAX_RESPONDERS;
+  /* Files and folders get the modes the code asks for, not the caller's umask. */
+  umask(022);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   signal(SIGPIPE, SIG_IGN);
   struct sigaction stop = {.sa_handler = on_stop}, child = {.sa_handler = on_child};

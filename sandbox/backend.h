@@ -41,8 +41,17 @@ int sandbox_ctx_init(struct sandbox_ctx *ctx, const struct mcp_config *cfg, cons
                      mcp_error_t *err);
 
 /* The runsc command line shared by every runsc call of this service:
- * identical global flags for every subcommand (RUNSC.md). Returns argc. */
-int runsc_argv(const struct mcp_config *cfg, const char **argv, size_t max, char *root_buf, size_t root_size);
+ * identical global flags for every subcommand (RUNSC.md). */
+struct runsc_cmdline {
+  const char *argv[32];
+  int argc;
+  char root[PATH_MAX + 16];
+  char platform[64];
+};
+int runsc_cmdline_init(struct runsc_cmdline *c, const struct mcp_config *cfg);
+/* Call in a subreaper that owns no other children: runsc commands then
+ * also reap the sandbox processes as soon as they exit. */
+void runsc_set_reaper(bool on);
 /* Remove a container left behind, whatever its state. */
 int runsc_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err);
 

@@ -16,7 +16,7 @@ static const char *const etc_entries[] = {
     "ld.so.cache",   /* the dynamic loader's cache */
     "nsswitch.conf", /* getpwuid() and friends */
     "localtime",     /* time.localtime() */
-    "ssl",           /* certificates for TLS clients (no network by default, but libraries load them) */
+    "ssl/certs",     /* CA certificates (libraries load them); not ssl/private */
     "alternatives",  /* numpy's BLAS and LAPACK are reached through /etc/alternatives */
     "python3",       /* Debian's sitecustomize */
     "python3.11",
@@ -88,6 +88,8 @@ static int build_process(cJSON *root, const struct bundle_spec *s) {
   snprintf(gid, sizeof(gid), "--gid=%d", s->gid);
   cJSON_AddItemToArray(args, cJSON_CreateString(uid));
   cJSON_AddItemToArray(args, cJSON_CreateString(gid));
+  if (s->preload_lib != NULL)
+    cJSON_AddItemToArray(args, cJSON_CreateString("--statx-fix"));
   if (s->preload_modules != NULL && *s->preload_modules) {
     char mods[600];
     snprintf(mods, sizeof(mods), "--preload=%s", s->preload_modules);
@@ -208,13 +210,20 @@ static int touch_at(int dirfd, const char *name, mcp_error_t *err) {
   int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "create mount point `%s`", name);
+  int r = fchmod(fd, 0644);
   close(fd);
+  if (r < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", name);
   return 0;
 }
 
+/* Modes are set explicitly: the sandbox user must traverse the skeleton
+ * whatever umask the service was started with. */
 static int mkdir_at(int dirfd, const char *name, mode_t mode, mcp_error_t *err) {
   if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s`", name);
+  if (fchmodat(dirfd, name, mode, 0) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", name);
   return 0;
 }
 
@@ -247,7 +256,8 @@ int rootfs_prepare(const char *path, int uid, int gid, mcp_error_t *err) {
   cleanup_close int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (root < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", path);
-  fchmod(root, 0755);
+  if (fchmod(root, 0755) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", path);
   static const char *const dirs[] = {"usr", "etc", "work", "tmp", "dev", "proc", "sys", "opt", "opt/mcp", "root"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
     if (mkdir_at(root, dirs[i], 0755, err) < 0)
@@ -258,6 +268,8 @@ int rootfs_prepare(const char *path, int uid, int gid, mcp_error_t *err) {
     if (symlink_at(root, links[i][0], links[i][1], err) < 0)
       return -1;
   if (touch_at(root, "opt/mcp/executor.py", err) < 0 || touch_at(root, "opt/mcp/libmcpstatx.so", err) < 0)
+    return -1;
+  if (mkdir_at(root, "etc/ssl", 0755, err) < 0)
     return -1;
   for (size_t i = 0; i < ARRAY_SIZE(etc_entries); i++) {
     char host[PATH_MAX], inside[PATH_MAX];

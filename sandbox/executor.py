@@ -28,15 +28,18 @@ import time
 FRAME_HEADER = struct.Struct(">cI")
 MAX_REQUEST = 256 << 20
 CHUNK = 65536
+STATX_FIX = "/opt/mcp/libmcpstatx.so"
 DRAIN_MS = 500
 
-ARGS = {"uid": 1000, "gid": 1000, "preload": "", "direct": False, "workdir": "/work"}
+ARGS = {"uid": 1000, "gid": 1000, "preload": "", "direct": False, "workdir": "/work", "statx_fix": False}
 
 
 def parse_args(argv):
     for a in argv:
         if a == "--direct":
             ARGS["direct"] = True
+        elif a == "--statx-fix":
+            ARGS["statx_fix"] = True
         elif a.startswith("--") and "=" in a:
             k, v = a[2:].split("=", 1)
             if k in ("uid", "gid"):
@@ -95,10 +98,10 @@ def base_env(req):
         "MPLBACKEND": "Agg",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    if not ARGS["direct"] and os.path.exists("/opt/mcp/libmcpstatx.so"):
+    if ARGS["statx_fix"]:
         # coreutils' statx(AT_NO_AUTOMOUNT) fails in this gVisor; the
         # preload library strips the flag (see statx_fix.c).
-        env["LD_PRELOAD"] = "/opt/mcp/libmcpstatx.so"
+        env["LD_PRELOAD"] = STATX_FIX
     for k, v in (req.get("env") or {}).items():
         if isinstance(k, str) and isinstance(v, str) and "\0" not in k + v and "=" not in k:
             env[k] = v

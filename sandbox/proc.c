@@ -68,6 +68,18 @@ static int wait_deadline(pid_t pid, int pidfd, int cap_r, const struct proc_opts
       }
       timeout = (int)(left > 60000 ? 60000 : left);
     }
+    if (o->reap_orphans) {
+      pid_t w;
+      int st;
+      while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (w == pid) {
+          *status = st;
+          return 0;
+        }
+      }
+      if (timeout < 0 || timeout > 5)
+        timeout = 5;
+    }
     if (pidfd < 0 && cap_r < 0) {
       /* No pidfd: poll the child with short sleeps. */
       pid_t w = waitpid(pid, status, WNOHANG);

@@ -21,6 +21,10 @@ struct proc_opts {
   struct buf *capture;     /* when set, stdout is captured here ... */
   size_t capture_max;      /* ... up to this many bytes (the rest is drained) */
   const char *cwd;
+  /* Also reap any other child while waiting: a subreaper (the supervisor)
+   * must reap the sandbox processes runsc reparents to it at once, or
+   * `runsc delete` waits seconds for them to disappear. */
+  bool reap_orphans;
 };
 
 /* Run and wait.  *status receives the wait status.  Fails when the program

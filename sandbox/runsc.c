@@ -13,34 +13,41 @@
 
 #define RUNSC_TIMEOUT_MS 30000
 
-int runsc_argv(const struct mcp_config *cfg, const char **argv, size_t max, char *root_buf, size_t root_size) {
-  static char platform[64];
+int runsc_cmdline_init(struct runsc_cmdline *c, const struct mcp_config *cfg) {
   size_t n = 0;
-  if (max < 8)
-    return -1;
-  snprintf(root_buf, root_size, "--root=%s/runsc", cfg->state_dir);
-  snprintf(platform, sizeof(platform), "--platform=%s", cfg->runsc_platform);
-  argv[n++] = cfg->runsc;
-  argv[n++] = root_buf;
-  argv[n++] = "--network=none";
-  argv[n++] = platform;
+  if (snprintf(c->root, sizeof(c->root), "--root=%s/runsc", cfg->state_dir) >= (int)sizeof(c->root) ||
+      snprintf(c->platform, sizeof(c->platform), "--platform=%s", cfg->runsc_platform) >= (int)sizeof(c->platform))
+    return -ENAMETOOLONG;
+  c->argv[n++] = cfg->runsc;
+  c->argv[n++] = c->root;
+  c->argv[n++] = "--network=none";
+  c->argv[n++] = c->platform;
   /* Until the containment work puts sandboxes under a parent cgroup, skip
    * runsc's per-container cgroups: they cost 40-50 ms per start. */
-  argv[n++] = "--ignore-cgroups";
-  argv[n] = NULL;
-  return (int)n;
+  c->argv[n++] = "--ignore-cgroups";
+  c->argv[n] = NULL;
+  c->argc = (int)n;
+  return 0;
 }
 
-static int runsc_cmd(const struct mcp_config *cfg, const char *const *sub, int in, int out, int *status,
-                     mcp_error_t *err) {
-  const char *argv[32];
-  char root[PATH_MAX + 16];
-  int n = runsc_argv(cfg, argv, ARRAY_SIZE(argv), root, sizeof(root));
-  for (; *sub && n < (int)ARRAY_SIZE(argv) - 1; sub++)
-    argv[n++] = *sub;
-  argv[n] = NULL;
-  struct proc_opts o = {.argv = argv, .stdin_fd = in, .stdout_fd = out, .stderr_fd = -1,
-                        .timeout_ms = RUNSC_TIMEOUT_MS};
+/* Only a process that is a subreaper for the sandbox (the supervisor) may
+ * reap every child; others (the keeper) must not steal their children. */
+static bool reap_orphans;
+
+void runsc_set_reaper(bool on) { reap_orphans = on; }
+
+static int runsc_cmd(const struct mcp_config *cfg, const char *const *sub, int in, int out, bool quiet,
+                     int *status, mcp_error_t *err) {
+  struct runsc_cmdline c;
+  if (runsc_cmdline_init(&c, cfg) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "runsc command line");
+  int n = c.argc;
+  for (; *sub && n < (int)ARRAY_SIZE(c.argv) - 1; sub++)
+    c.argv[n++] = *sub;
+  c.argv[n] = NULL;
+  cleanup_close int devnull = quiet ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
+  struct proc_opts o = {.argv = c.argv, .stdin_fd = in, .stdout_fd = out, .stderr_fd = devnull,
+                        .timeout_ms = RUNSC_TIMEOUT_MS, .reap_orphans = reap_orphans};
   return run_process(&o, status, err);
 }
 
@@ -59,9 +66,9 @@ int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err
   int st = 0;
   mcp_error_t ignored = NULL;
   /* kill fails when the sandbox is already stopped; delete is what matters. */
-  runsc_cmd(cfg, kill_args, -1, -1, &st, &ignored);
+  runsc_cmd(cfg, kill_args, -1, -1, true, &st, &ignored);
   mcp_error_release(&ignored);
-  if (runsc_cmd(cfg, del_args, -1, -1, &st, err) < 0)
+  if (runsc_cmd(cfg, del_args, -1, -1, false, &st, err) < 0)
     return mcp_error_wrap(err, -1, "runsc delete %s", cid);
   if (st != 0 && container_exists(cfg, cid))
     return mcp_fail(err, MCP_ERR_INTERNAL, 0, "runsc delete %s exited with %d", cid, status_to_exit_code(st));
@@ -108,13 +115,13 @@ static int runsc_start(struct sandbox_ctx *ctx, int stdin_fd, int stdout_fd, mcp
    * stderr (the executor's own diagnostics) goes to our log. */
   const char *create[] = {"create", "--bundle", bundle, ctx->container_id, NULL};
   int st = 0;
-  if (runsc_cmd(ctx->cfg, create, stdin_fd, stdout_fd, &st, err) < 0)
+  if (runsc_cmd(ctx->cfg, create, stdin_fd, stdout_fd, false, &st, err) < 0)
     return mcp_error_wrap(err, -1, "runsc create");
   if (st != 0)
     return mcp_fail(err, MCP_ERR_SANDBOX, 0, "runsc create %s exited with %d", ctx->container_id,
                     status_to_exit_code(st));
   const char *start[] = {"start", ctx->container_id, NULL};
-  if (runsc_cmd(ctx->cfg, start, -1, -1, &st, err) < 0)
+  if (runsc_cmd(ctx->cfg, start, -1, -1, false, &st, err) < 0)
     return mcp_error_wrap(err, -1, "runsc start");
   if (st != 0)
     return mcp_fail(err, MCP_ERR_SANDBOX, 0, "runsc start %s exited with %d", ctx->container_id,

@@ -514,7 +514,9 @@ int supervisor_main(int argc, char **argv) {
     return 1;
   }
   s.ops = sandbox_ops_for(s.cfg.backend);
+  umask(022);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  runsc_set_reaper(true);
   if (setup(&s, argv[1], &err) < 0) {
     int busy = err->kind == MCP_ERR_BUSY;
     if (!busy)

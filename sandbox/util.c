@@ -93,7 +93,8 @@ int write_file_atomic(int dirfd, const char *name, const void *data, size_t len,
   cleanup_close int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "create `%s`", tmp);
-  int r = write_all(fd, data, len);
+  /* The mode is exact, whatever the umask. */
+  int r = fchmod(fd, mode) < 0 ? -errno : write_all(fd, data, len);
   if (r < 0) {
     unlinkat(dirfd, tmp, 0);
     return mcp_fail(err, MCP_ERR_INTERNAL, -r, "write `%s`", tmp);

@@ -87,9 +87,11 @@ build() {
 ensure_tokens() {
   local f="$MCP_STATE_DIR/tokens"
   if [ ! -s "$f" ]; then
-    umask 077
-    printf '# name token (one per line; the name appears in logs, never the token)\ndefault %s\n' \
-      "$(openssl rand -hex 32)" >"$f"
+    (
+      umask 077
+      printf '# name token (one per line; the name appears in logs, never the token)\ndefault %s\n' \
+        "$(openssl rand -hex 32)" >"$f"
+    )
   fi
   chmod 600 "$f"
 }
@@ -208,12 +210,14 @@ wait_ready() {
 
 write_endpoint_env() {
   local f="$MCP_STATE_DIR/endpoint.env"
+  (
   umask 077
   {
     echo "MCP_URL=$(endpoint_url)"
     echo "MCP_TOKEN=$(first_token)"
     echo "MCP_CA_FILE=$MCP_STATE_DIR/tls/ca.pem"
   } >"$f"
+  )
 }
 
 stop_all() {
