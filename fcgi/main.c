@@ -27,6 +27,7 @@
 
 #include "responder.h"
 #include "sandbox/bundle.h"
+#include "sandbox/cgroups.h"
 #include "sandbox/keeper.h"
 #include "sandbox/session.h"
 #include "sandbox/settings.h"
@@ -120,6 +121,11 @@ static int prepare(struct master *m) {
   if (store_prepare(&m->cfg, &err) < 0 || config_path(&m->cfg, rootfs, sizeof(rootfs), "rootfs") < 0 ||
       rootfs_prepare(rootfs, m->cfg.sandbox_uid, m->cfg.sandbox_gid, &err) < 0) {
     fprintf(stderr, "mcp-server: cannot prepare %s: %s\n", m->cfg.state_dir, err ? err->msg : "path too long");
+    mcp_error_release(&err);
+    return -1;
+  }
+  if (strcmp(m->cfg.backend, "runsc") == 0 && cgroups_prepare_parent(&m->cfg, &err) < 0) {
+    fprintf(stderr, "mcp-server: cannot prepare the sandboxes' cgroup: %s\n", err->msg);
     mcp_error_release(&err);
     return -1;
   }

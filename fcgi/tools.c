@@ -50,8 +50,14 @@ static cJSON *output_schema(void) {
   prop(props, "timed_out", "boolean", "The wall-clock limit ended the call.");
   prop(props, "duration_ms", "integer", "Wall-clock duration of the call.");
   prop(props, "truncated", "boolean", "Output beyond the limit was dropped.");
+  prop(props, "memory_exceeded", "boolean", "The code ran out of its memory limit.");
+  prop(props, "cpu_exceeded", "boolean", "The code used up its CPU time limit.");
+  prop(props, "sandbox_restarted", "boolean",
+       "The sandbox was stopped during the call and restarts for the next call; files in /work are kept.");
   cJSON *req = cJSON_AddArrayToObject(s, "required");
-  static const char *const required[] = {"stdout", "stderr", "exit_code", "timed_out", "duration_ms", "truncated"};
+  static const char *const required[] = {"stdout",    "stderr",          "exit_code",    "timed_out",
+                                         "duration_ms", "truncated", "memory_exceeded", "cpu_exceeded",
+                                         "sandbox_restarted"};
   for (size_t i = 0; i < ARRAY_SIZE(required); i++)
     cJSON_AddItemToArray(req, cJSON_CreateString(required[i]));
   return s;
@@ -208,7 +214,36 @@ cJSON *tool_error_result(const char *sentence) {
   return r;
 }
 
-cJSON *python_result(const struct call_result *res) {
+/* One sentence per limit the call hit, for the reader of the text content. */
+static void limit_notes(const struct mcp_config *cfg, const struct call_result *res, struct buf *b) {
+  char line[256];
+  if (res->timed_out) {
+    snprintf(line, sizeof(line), "The call was stopped at its wall-clock limit of %d s.", res->timeout_s);
+    buf_append(b, line, strlen(line));
+  }
+  if (res->memory_exceeded || res->memory_error) {
+    snprintf(line, sizeof(line), "%sThe code ran out of memory (limit %llu MiB per call).", b->len ? " " : "",
+             (unsigned long long)(cfg->memory_limit >> 20));
+    buf_append(b, line, strlen(line));
+  }
+  if (res->cpu_exceeded) {
+    snprintf(line, sizeof(line), "%sThe code used up its CPU time limit of %d s.", b->len ? " " : "",
+             cfg->cpu_limit);
+    buf_append(b, line, strlen(line));
+  }
+  if (res->sandbox_lost) {
+    snprintf(line, sizeof(line), "%sThe sandbox was stopped and restarts for the next call; files in /work are kept.",
+             b->len ? " " : "");
+    buf_append(b, line, strlen(line));
+  }
+  if (res->truncated) {
+    snprintf(line, sizeof(line), "%sOutput beyond %llu bytes per stream was dropped.", b->len ? " " : "",
+             (unsigned long long)cfg->output_limit);
+    buf_append(b, line, strlen(line));
+  }
+}
+
+cJSON *python_result(const struct mcp_config *cfg, const struct call_result *res) {
   cleanup_free char *out = utf8_sanitize(res->out.data ? res->out.data : "", res->out.len);
   cleanup_free char *err = utf8_sanitize(res->err.data ? res->err.data : "", res->err.len);
   if (out == NULL || err == NULL)
@@ -220,12 +255,20 @@ cJSON *python_result(const struct call_result *res) {
   cJSON_AddBoolToObject(sc, "timed_out", res->timed_out);
   cJSON_AddNumberToObject(sc, "duration_ms", (double)res->duration_ms);
   cJSON_AddBoolToObject(sc, "truncated", res->truncated);
+  cJSON_AddBoolToObject(sc, "memory_exceeded", res->memory_exceeded || res->memory_error);
+  cJSON_AddBoolToObject(sc, "cpu_exceeded", res->cpu_exceeded);
+  cJSON_AddBoolToObject(sc, "sandbox_restarted", res->sandbox_lost);
   cJSON *r = cJSON_CreateObject();
   cJSON *content = cJSON_AddArrayToObject(r, "content");
   cleanup_free char *text = cJSON_PrintUnformatted(sc);
   add_text(content, text ? text : "{}");
+  cleanup_buf struct buf notes = {0};
+  limit_notes(cfg, res, &notes);
+  if (notes.len > 0)
+    add_text(content, notes.data);
   cJSON_AddItemToObject(r, "structuredContent", sc);
-  cJSON_AddBoolToObject(r, "isError", res->exit_code != 0 || res->timed_out || res->cancelled);
+  cJSON_AddBoolToObject(r, "isError",
+                        res->exit_code != 0 || res->timed_out || res->cancelled || res->sandbox_lost);
   return r;
 }
 
@@ -254,7 +297,8 @@ static int run_python(struct rpc_call *c, const cJSON *args) {
     call_result_free(&res);
     return 0;
   }
-  c->result = python_result(&res);
+  res.timeout_s = pa.timeout_s;
+  c->result = python_result(c->ctx->cfg, &res);
   call_result_free(&res);
   return c->result ? 0 : rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
 }

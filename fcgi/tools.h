@@ -31,7 +31,7 @@ struct python_args {
 int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct python_args *out, char *msg,
                       size_t msg_size);
 /* The CallToolResult for a finished call. */
-cJSON *python_result(const struct call_result *r);
+cJSON *python_result(const struct mcp_config *cfg, const struct call_result *r);
 /* A CallToolResult with isError and one sentence. */
 cJSON *tool_error_result(const char *sentence);
 /* Bytes to a JSON-safe string: invalid UTF-8 and NUL become U+FFFD. */

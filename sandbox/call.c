@@ -62,6 +62,7 @@ int call_result_parse(const char *json, size_t len, struct call_result *res) {
   res->memory_error = get_bool(o, "memory_error");
   res->cpu_exceeded = get_bool(o, "cpu_exceeded");
   res->sandbox_lost = get_bool(o, "sandbox_lost");
+  res->memory_exceeded = get_bool(o, "memory_exceeded");
   res->truncated = res->truncated || get_bool(o, "truncated");
   res->duration_ms = get_int(o, "duration_ms", 0, INT64_C(1) << 40, 0);
   res->cpu_ms = get_int(o, "cpu_ms", 0, INT64_C(1) << 40, 0);

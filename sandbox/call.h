@@ -30,9 +30,11 @@ struct call_result {
   bool memory_error;       /* the code raised MemoryError */
   bool cpu_exceeded;       /* killed by the CPU time limit */
   bool sandbox_lost;       /* the sandbox stopped during the call */
+  bool memory_exceeded;    /* ... because the sandbox's memory backstop was hit */
   int64_t duration_ms;
   int64_t cpu_ms;
   int64_t max_rss_kb;
+  int timeout_s;           /* the limit the call ran with */
 };
 
 /* Called for each stdout ('O') or stderr ('E') chunk as it arrives. */

@@ -363,9 +363,12 @@ def run_call(req, reader, wake_r):
     elif os.WIFSIGNALED(status):
         result["exit_code"] = 128 + os.WTERMSIG(status)
         result["signal"] = os.WTERMSIG(status)
+        # RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one.
+        cpu_limit = int(req.get("cpu_seconds") or 0)
+        used = (rusage.ru_utime + rusage.ru_stime) if rusage is not None else 0
         result["cpu_exceeded"] = os.WTERMSIG(status) == signal.SIGXCPU or (
             os.WTERMSIG(status) == signal.SIGKILL and not timed_out and not cancelled
-            and rusage is not None and rusage.ru_utime + rusage.ru_stime >= int(req.get("cpu_seconds") or 0) > 0)
+            and cpu_limit > 0 and used >= cpu_limit - 0.1)
     else:
         result["exit_code"] = 255
     if rusage is not None:

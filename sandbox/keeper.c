@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "backend.h"
+#include "cgroups.h"
 #include "frame.h"
 #include "session.h"
 #include "util.h"
@@ -205,6 +206,34 @@ static void collect_live(struct store *st, int parent, const char *name, void *o
   memcpy(live->ids[live->n++], id, 33);
 }
 
+static bool is_live(const struct live_ids *live, const char *id) {
+  for (size_t i = 0; i < live->n; i++)
+    if (strcmp(live->ids[i], id) == 0)
+      return true;
+  return false;
+}
+
+/* Cgroups runsc left behind (a failed create, a killed supervisor). */
+static void reap_cgroups(struct store *st, const struct live_ids *live) {
+  if (strcmp(st->cfg->backend, "runsc") != 0)
+    return;
+  char(*ids)[40] = NULL;
+  size_t n = 0;
+  mcp_error_t err = NULL;
+  if (cgroups_list(st->cfg, &ids, &n, &err) < 0)
+    mcp_error_log_release(&err, "keeper: cgroups");
+  for (size_t i = 0; i < n; i++) {
+    char path[PATH_MAX];
+    int len = snprintf(path, sizeof(path), "%s/runsc/%s_sandbox:%s.state", st->cfg->state_dir, ids[i], ids[i]);
+    if (is_live(live, ids[i] + 3) || len < 0 || (size_t)len >= sizeof(path) || access(path, F_OK) == 0)
+      continue;
+    fprintf(stderr, "keeper: removing cgroup %s that belongs to no container\n", ids[i]);
+    if (cgroups_remove(st->cfg, ids[i], &err) < 0)
+      mcp_error_log_release(&err, "keeper: cgroups");
+  }
+  free(ids);
+}
+
 static void reap_containers(struct store *st) {
   struct live_ids live = {NULL, 0, 0};
   /* Folders only move forward (pool -> sessions -> trash); listing in that
@@ -226,10 +255,7 @@ static void reap_containers(struct store *st) {
     id[32] = '\0';
     if (!is_hex32(id))
       continue;
-    bool alive = false;
-    for (size_t i = 0; i < live.n && !alive; i++)
-      alive = strcmp(live.ids[i], id) == 0;
-    if (alive)
+    if (is_live(&live, id))
       continue;
     char cid[40];
     snprintf(cid, sizeof(cid), "mcp%s", id);
@@ -238,6 +264,7 @@ static void reap_containers(struct store *st) {
     if (strcmp(st->cfg->backend, "runsc") == 0 && runsc_remove(st->cfg, cid, &err) < 0)
       mcp_error_log_release(&err, "keeper: reap");
   }
+  reap_cgroups(st, &live);
   free(live.ids);
 }
 

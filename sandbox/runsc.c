@@ -2,6 +2,7 @@
 
 #include "backend.h"
 #include "bundle.h"
+#include "cgroups.h"
 #include "proc.h"
 #include "util.h"
 
@@ -22,9 +23,9 @@ int runsc_cmdline_init(struct runsc_cmdline *c, const struct mcp_config *cfg) {
   c->argv[n++] = c->root;
   c->argv[n++] = "--network=none";
   c->argv[n++] = c->platform;
-  /* Until the containment work puts sandboxes under a parent cgroup, skip
-   * runsc's per-container cgroups: they cost 40-50 ms per start. */
-  c->argv[n++] = "--ignore-cgroups";
+  /* Without a parent cgroup, runsc must not create per-container ones. */
+  if (cfg->cgroup_parent[0] == '\0')
+    c->argv[n++] = "--ignore-cgroups";
   c->argv[n] = NULL;
   c->argc = (int)n;
   return 0;
@@ -60,7 +61,7 @@ static bool container_exists(const struct mcp_config *cfg, const char *cid) {
 
 int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err) {
   if (!container_exists(cfg, cid))
-    return 0;
+    return cgroups_remove(cfg, cid, err);
   const char *kill_args[] = {"kill", cid, "KILL", NULL};
   const char *del_args[] = {"delete", "--force", cid, NULL};
   int st = 0;
@@ -72,12 +73,13 @@ int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err
     return mcp_error_wrap(err, -1, "runsc delete %s", cid);
   if (st != 0 && container_exists(cfg, cid))
     return mcp_fail(err, MCP_ERR_INTERNAL, 0, "runsc delete %s exited with %d", cid, status_to_exit_code(st));
-  return 0;
+  /* runsc leaves the cgroups of a sandbox whose create failed. */
+  return cgroups_remove(cfg, cid, err);
 }
 
 static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_error_t *err) {
   const struct mcp_config *cfg = ctx->cfg;
-  char rootfs[PATH_MAX], workspace[PATH_MAX], executor[PATH_MAX], preload[PATH_MAX];
+  char rootfs[PATH_MAX], workspace[PATH_MAX], executor[PATH_MAX], preload[PATH_MAX], cgpath[256];
   if (snprintf(bundle, size, "%s/bundle", ctx->dir) >= (int)size ||
       snprintf(rootfs, sizeof(rootfs), "%s/rootfs", cfg->state_dir) >= (int)sizeof(rootfs) ||
       snprintf(workspace, sizeof(workspace), "%s/work", ctx->dir) >= (int)sizeof(workspace) ||
@@ -102,6 +104,12 @@ static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_
       .shm_size = cfg->shm_size,
       .nofile = cfg->nofile_limit > 4096 ? cfg->nofile_limit : 4096,
   };
+  if (cfg->cgroup_parent[0] != '\0') {
+    snprintf(cgpath, sizeof(cgpath), "/%s/%s", cfg->cgroup_parent, ctx->container_id);
+    spec.cgroups_path = cgpath;
+    spec.memory_backstop = cgroups_sandbox_memory(cfg);
+    spec.pids_backstop = cfg->sandbox_pids;
+  }
   return bundle_write(bfd, &spec, err);
 }
 

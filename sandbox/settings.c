@@ -38,6 +38,7 @@ static const struct key keys[] = {
     STR(allowed_origins),
     STR(python),
     STR(preload_modules),
+    STR(cgroup_parent),
     INT(responders, 0, 256),
     INT(idle_timeout, 5, 7 * 86400),
     INT(timeout_default, 1, 86400),
@@ -51,6 +52,8 @@ static const struct key keys[] = {
     INT(nofile_limit, 16, 1048576),
     INT(sandbox_uid, 1, 65534),
     INT(sandbox_gid, 1, 65534),
+    INT(sandbox_pids, 128, 1 << 22),
+    INT(sandboxes_pids, 128, 1 << 22),
     SIZE(max_body, 1024, (int64_t)1 << 32),
     SIZE(output_limit, 1024, (int64_t)1 << 32),
     SIZE(memory_limit, (int64_t)32 << 20, (int64_t)1 << 40),
@@ -59,6 +62,8 @@ static const struct key keys[] = {
     SIZE(shm_size, (int64_t)1 << 20, (int64_t)1 << 40),
     SIZE(workspace_quota, (int64_t)1 << 20, (int64_t)1 << 50),
     SIZE(max_code, 1024, (int64_t)1 << 30),
+    SIZE(sandbox_memory, 0, (int64_t)1 << 50),
+    SIZE(sandboxes_memory, 0, (int64_t)1 << 50),
 };
 
 void config_defaults(struct mcp_config *cfg) {
@@ -83,6 +88,11 @@ void config_defaults(struct mcp_config *cfg) {
   cfg->nofile_limit = 1024;
   cfg->sandbox_uid = 1000;
   cfg->sandbox_gid = 1000;
+  snprintf(cfg->cgroup_parent, sizeof(cfg->cgroup_parent), "mcp-sandbox");
+  /* The sentry needs ~65 host tasks of its own and one per sandbox task
+   * (ptrace platform); the call's RLIMIT_NPROC stops fork bombs first. */
+  cfg->sandbox_pids = 1024;
+  cfg->sandboxes_pids = 32768;
   cfg->max_body = 10 << 20;
   cfg->output_limit = 1 << 20;
   cfg->memory_limit = (uint64_t)512 << 20;

@@ -26,6 +26,7 @@ struct mcp_config {
   char allowed_origins[1024]; /* comma-separated Origin values accepted besides localhost */
   char python[PATH_MAX];      /* the interpreter inside the sandbox */
   char preload_modules[512];  /* comma-separated modules the executor imports before forking */
+  char cgroup_parent[128];    /* parent cgroup of all sandboxes; "" = no cgroups */
   int responders;             /* FastCGI responder processes; 0 = 2 x cores */
   int idle_timeout;           /* seconds without a request before a session expires */
   int timeout_default;        /* seconds, when a call gives no timeout_seconds */
@@ -39,6 +40,8 @@ struct mcp_config {
   int nofile_limit;
   int sandbox_uid;
   int sandbox_gid;
+  int sandbox_pids;           /* pids backstop of one sandbox (cgroup) */
+  int sandboxes_pids;         /* pids of all sandboxes together (cgroup) */
   uint64_t max_body;         /* request body bytes */
   uint64_t output_limit;     /* bytes of stdout, and of stderr, returned per call */
   uint64_t memory_limit;     /* address space per call */
@@ -47,6 +50,8 @@ struct mcp_config {
   uint64_t shm_size;         /* tmpfs /dev/shm */
   uint64_t workspace_quota;  /* bytes of /work per session */
   uint64_t max_code;         /* bytes of `code` */
+  uint64_t sandbox_memory;   /* memory backstop of one sandbox (cgroup); 0 = 2 x memory_limit + 256M */
+  uint64_t sandboxes_memory; /* memory of all sandboxes together (cgroup); 0 = 3/4 of RAM */
 };
 
 /* Fill cfg from defaults, file and environment. */

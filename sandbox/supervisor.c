@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 
 #include "backend.h"
+#include "cgroups.h"
 #include "frame.h"
 #include "settings.h"
 #include "session.h"
@@ -69,6 +70,7 @@ struct sup {
   bool call_active;
   bool call_orphaned;    /* its client went away: finish, discard */
   int64_t call_deadline;
+  int64_t call_started;
   uint64_t output_limit;
   uint64_t sent_out, sent_err;
   bool quit;
@@ -182,11 +184,18 @@ static void send_call_result(struct sup *s, const char *json) {
 /* The sandbox died or overran: end the call with what we know. */
 static void sandbox_lost(struct sup *s, bool deadline) {
   if (s->call_active) {
-    char json[256];
+    /* The memory backstop kills the whole sandbox: its cgroup (gone after
+     * the destroy below) says whether that is what happened. */
+    uint64_t ooms = 0;
+    mcp_error_t err = NULL;
+    if (cgroups_oom_kills(&s->cfg, s->sb.container_id, &ooms, &err) < 0)
+      mcp_error_log_release(&err, "mcp-sandboxd: oom count");
+    char json[320];
     snprintf(json, sizeof(json),
-             "{\"exit_code\":137,\"timed_out\":%s,\"sandbox_lost\":true,\"duration_ms\":0,"
-             "\"stdout_bytes\":%llu,\"stderr_bytes\":%llu}",
-             deadline ? "true" : "false", (unsigned long long)s->sent_out, (unsigned long long)s->sent_err);
+             "{\"exit_code\":137,\"timed_out\":%s,\"sandbox_lost\":true,\"memory_exceeded\":%s,"
+             "\"duration_ms\":%lld,\"stdout_bytes\":%llu,\"stderr_bytes\":%llu}",
+             deadline ? "true" : "false", ooms > 0 ? "true" : "false", (long long)(now_ms() - s->call_started),
+             (unsigned long long)s->sent_out, (unsigned long long)s->sent_err);
     send_call_result(s, json);
   }
   if (now_ms() - s->started_at < 5000)
@@ -210,7 +219,8 @@ static void start_call(struct sup *s, int i) {
   s->call = i;
   s->call_active = true;
   s->call_orphaned = false;
-  s->call_deadline = now_ms() + (int64_t)timeout_ms + DEADLINE_GRACE_MS;
+  s->call_started = now_ms();
+  s->call_deadline = s->call_started + (int64_t)timeout_ms + DEADLINE_GRACE_MS;
   if (frame_write(s->exec_in, FRAME_REQUEST, c->request.data, c->request.len) < 0)
     sandbox_lost(s, false);
 }

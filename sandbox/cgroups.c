@@ -1,0 +1,163 @@
+/* Host cgroups around the sandboxes, through libcgroup.
+ *
+ * Every sandbox runs in <parent>/<container-id> (runsc creates it from the
+ * bundle's cgroupsPath and sets the per-sandbox memory and pids limits); the
+ * parent caps all sandboxes of this service together.  These limits are a
+ * backstop only: in this gVisor build, reaching a cgroup limit kills the
+ * whole sandbox (memory) or panics its kernel (pids), so the graceful limits
+ * are the rlimits the executor sets for each call (RUNSC.md). */
+#include "config.h"
+
+#include "cgroups.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <libcgroup.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static bool initialized;
+
+static int init(mcp_error_t *err) {
+  if (initialized)
+    return 0;
+  int r = cgroup_init();
+  if (r != 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "libcgroup: %s", cgroup_strerror(r));
+  initialized = true;
+  return 0;
+}
+
+bool cgroups_unified(void) {
+  /* cgroup v2 only: the memory controller is not mounted as v1. */
+  return access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0 &&
+         access("/sys/fs/cgroup/memory", F_OK) != 0;
+}
+
+uint64_t cgroups_sandbox_memory(const struct mcp_config *cfg) {
+  if (cfg->sandbox_memory > 0)
+    return cfg->sandbox_memory;
+  /* Room for a call's processes beyond one address-space limit, plus the
+   * sentry and gofer themselves. */
+  return cfg->memory_limit * 2 + ((uint64_t)256 << 20);
+}
+
+static uint64_t total_memory(const struct mcp_config *cfg) {
+  if (cfg->sandboxes_memory > 0)
+    return cfg->sandboxes_memory;
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || size <= 0)
+    return (uint64_t)8 << 30;
+  return (uint64_t)pages * (uint64_t)size / 4 * 3;
+}
+
+int cgroups_prepare_parent(const struct mcp_config *cfg, mcp_error_t *err) {
+  if (cfg->cgroup_parent[0] == '\0')
+    return 0;
+  if (init(err) < 0)
+    return -1;
+  struct cgroup *cg = cgroup_new_cgroup(cfg->cgroup_parent);
+  if (cg == NULL)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "cgroup %s", cfg->cgroup_parent);
+  bool v2 = cgroups_unified();
+  struct cgroup_controller *mem = cgroup_add_controller(cg, "memory");
+  struct cgroup_controller *pids = cgroup_add_controller(cg, "pids");
+  int r = ECGFAIL;
+  if (mem != NULL && pids != NULL &&
+      cgroup_add_value_uint64(mem, v2 ? "memory.max" : "memory.limit_in_bytes", total_memory(cfg)) == 0 &&
+      cgroup_add_value_uint64(pids, "pids.max", (uint64_t)cfg->sandboxes_pids) == 0)
+    r = cgroup_create_cgroup(cg, 0);
+  cgroup_free(&cg);
+  if (r != 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "create cgroup %s: %s", cfg->cgroup_parent, cgroup_strerror(r));
+  return 0;
+}
+
+/* <memory controller mount>/<parent>/<name> */
+static int memory_path(const struct mcp_config *cfg, const char *name, char *buf, size_t size, mcp_error_t *err) {
+  if (init(err) < 0)
+    return -1;
+  char *mnt = NULL;
+  int r = cgroup_get_subsys_mount_point("memory", &mnt);
+  if (r != 0 || mnt == NULL)
+    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "memory cgroup mount: %s", cgroup_strerror(r));
+  int n = snprintf(buf, size, "%s/%s%s%s", mnt, cfg->cgroup_parent, name ? "/" : "", name ? name : "");
+  free(mnt);
+  if (n < 0 || (size_t)n >= size)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "cgroup path");
+  return 0;
+}
+
+int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err) {
+  *count = 0;
+  if (cfg->cgroup_parent[0] == '\0')
+    return 0;
+  char dir[PATH_MAX], file[PATH_MAX + 32];
+  if (memory_path(cfg, container_id, dir, sizeof(dir), err) < 0)
+    return -1;
+  /* v1: memory.oom_control has "oom_kill N"; v2: memory.events has it. */
+  snprintf(file, sizeof(file), "%s/%s", dir, cgroups_unified() ? "memory.events" : "memory.oom_control");
+  cleanup_fclose FILE *f = fopen(file, "re");
+  if (f == NULL)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", file);
+  char key[64];
+  unsigned long long v;
+  while (fscanf(f, "%63s %llu", key, &v) == 2) {
+    if (strcmp(key, "oom_kill") == 0) {
+      *count = v;
+      return 0;
+    }
+  }
+  return 0; /* a kernel without the counter: no OOM kill can be told */
+}
+
+int cgroups_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err) {
+  if (cfg->cgroup_parent[0] == '\0')
+    return 0;
+  if (init(err) < 0)
+    return -1;
+  char name[PATH_MAX];
+  snprintf(name, sizeof(name), "%s/%s", cfg->cgroup_parent, container_id);
+  struct cgroup *cg = cgroup_new_cgroup(name);
+  if (cg == NULL)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "cgroup %s", name);
+  int r = cgroup_get_cgroup(cg);
+  if (r == 0)
+    r = cgroup_delete_cgroup_ext(cg, CGFLAG_DELETE_IGNORE_MIGRATION | CGFLAG_DELETE_RECURSIVE);
+  cgroup_free(&cg);
+  if (r != 0 && r != ECGROUPNOTEXIST)
+    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "delete cgroup %s: %s", name, cgroup_strerror(r));
+  return 0;
+}
+
+int cgroups_list(const struct mcp_config *cfg, char (**ids)[40], size_t *n, mcp_error_t *err) {
+  *ids = NULL;
+  *n = 0;
+  if (cfg->cgroup_parent[0] == '\0')
+    return 0;
+  char dir[PATH_MAX];
+  if (memory_path(cfg, NULL, dir, sizeof(dir), err) < 0)
+    return -1;
+  cleanup_dir DIR *d = opendir(dir);
+  if (d == NULL)
+    return errno == ENOENT ? 0 : mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", dir);
+  size_t cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_type != DT_DIR || strncmp(de->d_name, "mcp", 3) != 0 || strlen(de->d_name) != 35 ||
+        !is_hex32(de->d_name + 3))
+      continue;
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 32;
+      void *p = realloc(*ids, cap * sizeof(**ids));
+      if (p == NULL)
+        return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "cgroup list");
+      *ids = p;
+    }
+    memcpy((*ids)[(*n)++], de->d_name, 36); /* "mcp" + 32 hex + NUL, checked above */
+  }
+  return 0;
+}

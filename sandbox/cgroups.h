@@ -1,0 +1,26 @@
+/* Host cgroups around the sandboxes (see cgroups.c).  With an empty
+ * cgroup_parent every function is a no-op and runsc runs with
+ * --ignore-cgroups. */
+#ifndef MCP_CGROUPS_H
+#define MCP_CGROUPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "settings.h"
+
+bool cgroups_unified(void);
+/* The memory backstop of one sandbox. */
+uint64_t cgroups_sandbox_memory(const struct mcp_config *cfg);
+/* Create (or update) the parent cgroup and its limits on all sandboxes. */
+int cgroups_prepare_parent(const struct mcp_config *cfg, mcp_error_t *err);
+/* How many times the kernel OOM-killed in the sandbox's cgroup. */
+int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err);
+/* Remove a sandbox's cgroup in every controller (runsc leaves them behind
+ * when a create fails). */
+int cgroups_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err);
+/* Container ids that have a cgroup under the parent. */
+int cgroups_list(const struct mcp_config *cfg, char (**ids)[40], size_t *n, mcp_error_t *err);
+
+#endif
