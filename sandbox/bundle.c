@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "bundle.h"
+#include "seccomp_policy.h"
 #include "util.h"
 
 #include <errno.h>
@@ -158,6 +159,15 @@ static int build_linux(cJSON *root, const struct bundle_spec *s) {
     cJSON *n = cJSON_CreateObject();
     cJSON_AddStringToObject(n, "type", kinds[i]);
     cJSON_AddItemToArray(ns, n);
+  }
+  if (s->seccomp) {
+    mcp_error_t err = NULL;
+    cJSON *sc = seccomp_policy(&err);
+    if (sc == NULL) {
+      mcp_error_log_release(&err, "bundle");
+      return -1;
+    }
+    cJSON_AddItemToObject(l, "seccomp", sc);
   }
   if (s->cgroups_path != NULL) {
     cJSON_AddStringToObject(l, "cgroupsPath", s->cgroups_path);

@@ -10,6 +10,7 @@
 #define MCP_BUNDLE_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -31,6 +32,7 @@ struct bundle_spec {
   int uid, gid;               /* of the code; the executor itself runs as in-sandbox root */
   uint64_t tmp_size, shm_size;
   int nofile;
+  bool seccomp;               /* add the seccomp policy (runsc --oci-seccomp) */
 };
 
 /* The config.json object, or NULL with *err set. */

@@ -22,6 +22,7 @@ int runsc_cmdline_init(struct runsc_cmdline *c, const struct mcp_config *cfg) {
   c->argv[n++] = cfg->runsc;
   c->argv[n++] = c->root;
   c->argv[n++] = "--network=none";
+  c->argv[n++] = "--oci-seccomp"; /* load the bundle's seccomp policy inside */
   c->argv[n++] = c->platform;
   /* Without a parent cgroup, runsc must not create per-container ones. */
   if (cfg->cgroup_parent[0] == '\0')
@@ -103,6 +104,7 @@ static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_
       .tmp_size = cfg->tmp_size,
       .shm_size = cfg->shm_size,
       .nofile = cfg->nofile_limit > 4096 ? cfg->nofile_limit : 4096,
+      .seccomp = true,
   };
   if (cfg->cgroup_parent[0] != '\0') {
     snprintf(cgpath, sizeof(cgpath), "/%s/%s", cfg->cgroup_parent, ctx->container_id);
