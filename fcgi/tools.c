@@ -52,12 +52,13 @@ static cJSON *output_schema(void) {
   prop(props, "truncated", "boolean", "Output beyond the limit was dropped.");
   prop(props, "memory_exceeded", "boolean", "The code ran out of its memory limit.");
   prop(props, "cpu_exceeded", "boolean", "The code used up its CPU time limit.");
+  prop(props, "workspace_full", "boolean", "The session's workspace quota is used up.");
   prop(props, "sandbox_restarted", "boolean",
        "The sandbox was stopped during the call and restarts for the next call; files in /work are kept.");
   cJSON *req = cJSON_AddArrayToObject(s, "required");
   static const char *const required[] = {"stdout",    "stderr",          "exit_code",    "timed_out",
                                          "duration_ms", "truncated", "memory_exceeded", "cpu_exceeded",
-                                         "sandbox_restarted"};
+                                         "workspace_full", "sandbox_restarted"};
   for (size_t i = 0; i < ARRAY_SIZE(required); i++)
     cJSON_AddItemToArray(req, cJSON_CreateString(required[i]));
   return s;
@@ -231,6 +232,11 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
              cfg->cpu_limit);
     buf_append(b, line, strlen(line));
   }
+  if (res->workspace_full) {
+    snprintf(line, sizeof(line), "%sThe workspace /work is full (quota %llu MiB per session); delete files to make room.",
+             b->len ? " " : "", (unsigned long long)(cfg->workspace_quota >> 20));
+    buf_append(b, line, strlen(line));
+  }
   if (res->sandbox_lost) {
     snprintf(line, sizeof(line), "%sThe sandbox was stopped and restarts for the next call; files in /work are kept.",
              b->len ? " " : "");
@@ -257,6 +263,7 @@ cJSON *python_result(const struct mcp_config *cfg, const struct call_result *res
   cJSON_AddBoolToObject(sc, "truncated", res->truncated);
   cJSON_AddBoolToObject(sc, "memory_exceeded", res->memory_exceeded || res->memory_error);
   cJSON_AddBoolToObject(sc, "cpu_exceeded", res->cpu_exceeded);
+  cJSON_AddBoolToObject(sc, "workspace_full", res->workspace_full);
   cJSON_AddBoolToObject(sc, "sandbox_restarted", res->sandbox_lost);
   cJSON *r = cJSON_CreateObject();
   cJSON *content = cJSON_AddArrayToObject(r, "content");

@@ -61,6 +61,7 @@ int call_result_parse(const char *json, size_t len, struct call_result *res) {
   res->cancelled = get_bool(o, "cancelled");
   res->memory_error = get_bool(o, "memory_error");
   res->cpu_exceeded = get_bool(o, "cpu_exceeded");
+  res->workspace_full = get_bool(o, "workspace_full");
   res->sandbox_lost = get_bool(o, "sandbox_lost");
   res->memory_exceeded = get_bool(o, "memory_exceeded");
   res->truncated = res->truncated || get_bool(o, "truncated");

@@ -29,6 +29,7 @@ struct call_result {
   bool truncated;
   bool memory_error;       /* the code raised MemoryError */
   bool cpu_exceeded;       /* killed by the CPU time limit */
+  bool workspace_full;     /* /work had no room left when the call ended */
   bool sandbox_lost;       /* the sandbox stopped during the call */
   bool memory_exceeded;    /* ... because the sandbox's memory backstop was hit */
   int64_t duration_ms;

@@ -349,7 +349,15 @@ def run_call(req, reader, wake_r):
     except OSError:
         pass
     os.close(st_r)
+    workspace_full = False
+    try:
+        vfs = os.statvfs(ARGS["workdir"])
+        # less than 2% left (or no inode): the next write will likely fail
+        workspace_full = vfs.f_bavail * 50 < vfs.f_blocks or vfs.f_favail == 0
+    except OSError:
+        pass
     result = {
+        "workspace_full": workspace_full,
         "duration_ms": int((time.monotonic() - t0) * 1000),
         "timed_out": timed_out,
         "cancelled": cancelled,

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include "frame.h"
+#include "workspace.h"
 #include "util.h"
 
 static int open_dir_at(int dirfd, const char *name, mcp_error_t *err) {
@@ -128,17 +129,16 @@ int slot_prepare(struct store *st, char id_out[33], mcp_error_t *err) {
   cleanup_close int dfd = open_dir_at(st->pool_fd, name, err);
   if (dfd < 0)
     return -1;
-  if (mkdirat(dfd, WORKSPACE_DIR, 0700) < 0 ||
-      fchownat(dfd, WORKSPACE_DIR, (uid_t)st->cfg->sandbox_uid, (gid_t)st->cfg->sandbox_gid, AT_SYMLINK_NOFOLLOW) < 0)
-    goto fail;
+  /* The quota needs a loop-mounted image: only for real sandboxes. */
+  uint64_t quota = strcmp(st->cfg->backend, "runsc") == 0 ? st->cfg->workspace_quota : 0;
+  if (workspace_create(dfd, quota, st->cfg->sandbox_uid, st->cfg->sandbox_gid, err) < 0)
+    goto fail_wrapped;
   char text[40];
   snprintf(text, sizeof(text), "%s\n", id);
   if (write_file_atomic(dfd, SANDBOX_ID_FILE, text, strlen(text), 0600, err) < 0)
     goto fail_wrapped;
   memcpy(id_out, id, 33);
   return 0;
-fail:
-  mcp_fail(err, MCP_ERR_INTERNAL, errno, "prepare pool/%s", name);
 fail_wrapped:
   remove_tree_at(st->pool_fd, name, NULL);
   return -1;
@@ -311,6 +311,8 @@ int session_destroy(struct store *st, const char *id, mcp_error_t *err) {
 int trash_remove(struct store *st, const char *name, mcp_error_t *err) {
   cleanup_close int dfd = openat(st->trash_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (dfd >= 0) {
+    /* Removing through a mounted workspace would empty the image first. */
+    workspace_unmount(dfd);
     mcp_error_t qerr = NULL;
     if (supervisor_quit(dfd, 10000, &qerr) < 0)
       mcp_error_log_release(&qerr, "trash_remove");
@@ -319,6 +321,7 @@ int trash_remove(struct store *st, const char *name, mcp_error_t *err) {
     cleanup_close int lock = openat(dfd, SUPERVISOR_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (lock >= 0 && lock_held_elsewhere(lock))
       return mcp_fail(err, MCP_ERR_BUSY, 0, "trash/%s: supervisor still running", name);
+    workspace_unmount(dfd);
   }
   return remove_tree_at(st->trash_fd, name, err);
 }

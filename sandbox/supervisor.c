@@ -35,6 +35,7 @@
 #include "session.h"
 #include "supervisor.h"
 #include "util.h"
+#include "workspace.h"
 
 #define MAX_CLIENTS 32
 #define READY_TIMEOUT_MS 30000
@@ -144,7 +145,9 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
     close(in[1]);
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "pipe2");
   }
-  int ret = s->ops->start(&s->sb, in[0], out[1], err);
+  int ret = strcmp(s->cfg.backend, "runsc") == 0 ? workspace_mount(s->dirfd, err) : 0;
+  if (ret == 0)
+    ret = s->ops->start(&s->sb, in[0], out[1], err);
   close(in[0]);
   close(out[1]);
   if (ret < 0) {
@@ -540,6 +543,7 @@ int supervisor_main(int argc, char **argv) {
   close(s.listen_fd);
   sandbox_stop(&s);
   reap_children();
+  workspace_unmount(s.dirfd);
   /* Release the folder before answering: whoever asked us to quit removes it next. */
   close(s.lock_fd);
   for (int i = 0; i < MAX_CLIENTS; i++) {

@@ -1,0 +1,19 @@
+/* A session's workspace: work/ in the session folder, backed by its own
+ * size-limited file system image when loop devices are available (see
+ * workspace.c).  All functions take the session folder's fd. */
+#ifndef MCP_WORKSPACE_H
+#define MCP_WORKSPACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* Create work/ (owned by uid:gid) and, when size > 0, the image. */
+int workspace_create(int dirfd, uint64_t size, int uid, int gid, mcp_error_t *err);
+/* Mount the image on work/ unless it is mounted or there is no image. */
+int workspace_mount(int dirfd, mcp_error_t *err);
+void workspace_unmount(int dirfd);
+bool workspace_mounted(int dirfd);
+
+#endif
