@@ -9,6 +9,7 @@
 
 #include "json_scan.h"
 #include "sandbox/util.h"
+#include "resources.h"
 #include "tools.h"
 
 #define MAX_JSON_DEPTH 64
@@ -103,6 +104,10 @@ static int handle_initialize(struct rpc_call *c) {
   cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
   cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
   cJSON_AddBoolToObject(tools, "listChanged", 0);
+  /* Output files come back as embedded resources and stay readable. */
+  cJSON *res = cJSON_AddObjectToObject(caps, "resources");
+  cJSON_AddBoolToObject(res, "listChanged", 0);
+  cJSON_AddBoolToObject(res, "subscribe", 0);
   cJSON *info = cJSON_AddObjectToObject(r, "serverInfo");
   cJSON_AddStringToObject(info, "name", MCP_SERVER_NAME);
   cJSON_AddStringToObject(info, "title", "Python sandbox");
@@ -139,6 +144,9 @@ static const struct method methods[] = {
     {"ping", handle_ping},
     {"tools/list", handle_tools_list},
     {"tools/call", handle_tools_call},
+    {"resources/list", resources_list},
+    {"resources/read", resources_read},
+    {"resources/templates/list", resources_templates_list},
 };
 
 /* ---- request checks ---- */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "files.h"
 #include "json_scan.h"
 #include "sandbox/util.h"
 
@@ -30,6 +31,16 @@ static cJSON *input_schema(const struct mcp_config *cfg) {
   cJSON_AddStringToObject(cJSON_AddObjectToObject(pk, "items"), "type", "string");
   cJSON *env = prop(props, "env_variables", "object", "Environment variables for this call only.");
   cJSON_AddStringToObject(cJSON_AddObjectToObject(env, "additionalProperties"), "type", "string");
+  cJSON *files = prop(props, "files", "array",
+                      "Files to write into the workspace before the code runs, paths relative to /work.");
+  cJSON *fi = cJSON_AddObjectToObject(files, "items");
+  cJSON_AddStringToObject(fi, "type", "object");
+  cJSON *fp = cJSON_AddObjectToObject(fi, "properties");
+  prop(fp, "path", "string", "Relative path, e.g. data/input.csv");
+  prop(fp, "text", "string", "UTF-8 content");
+  prop(fp, "base64", "string", "Binary content, base64-encoded");
+  cJSON *freq = cJSON_AddArrayToObject(fi, "required");
+  cJSON_AddItemToArray(freq, cJSON_CreateString("path"));
   cJSON *to = prop(props, "timeout_seconds", "integer", "Wall-clock limit of the call in seconds.");
   cJSON_AddNumberToObject(to, "minimum", 1);
   cJSON_AddNumberToObject(to, "maximum", cfg->timeout_max);
@@ -53,6 +64,21 @@ static cJSON *output_schema(void) {
   prop(props, "memory_exceeded", "boolean", "The code ran out of its memory limit.");
   prop(props, "cpu_exceeded", "boolean", "The code used up its CPU time limit.");
   prop(props, "workspace_full", "boolean", "The session's workspace quota is used up.");
+  cJSON *fl = prop(props, "files", "array", "Files new or changed in /work/output by this call.");
+  cJSON *fli = cJSON_AddObjectToObject(fl, "items");
+  cJSON_AddStringToObject(fli, "type", "object");
+  cJSON *flp = cJSON_AddObjectToObject(fli, "properties");
+  prop(flp, "name", "string", "Path relative to output/");
+  prop(flp, "size", "integer", NULL);
+  prop(flp, "mime_type", "string", NULL);
+  prop(flp, "inlined", "boolean", "The content is in this result");
+  prop(flp, "reason", "string", "Why it is not inlined");
+  cJSON *sk = prop(props, "skipped_files", "array", "Entries of output/ that are not regular files.");
+  cJSON *ski = cJSON_AddObjectToObject(sk, "items");
+  cJSON_AddStringToObject(ski, "type", "object");
+  cJSON *skp = cJSON_AddObjectToObject(ski, "properties");
+  prop(skp, "name", "string", NULL);
+  prop(skp, "reason", "string", NULL);
   prop(props, "sandbox_restarted", "boolean",
        "The sandbox was stopped during the call and restarts for the next call; files in /work are kept.");
   cJSON *req = cJSON_AddArrayToObject(s, "required");
@@ -136,8 +162,10 @@ int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct py
   const cJSON *it;
   cJSON_ArrayForEach(it, args) {
     if (strcmp(it->string, "code") != 0 && strcmp(it->string, "packages") != 0 &&
-        strcmp(it->string, "env_variables") != 0 && strcmp(it->string, "timeout_seconds") != 0)
-      return arg_fail(msg, size, "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds",
+        strcmp(it->string, "env_variables") != 0 && strcmp(it->string, "timeout_seconds") != 0 &&
+        strcmp(it->string, "files") != 0)
+      return arg_fail(msg, size,
+                      "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds, files",
                       it->string);
   }
   const cJSON *code = cJSON_GetObjectItemCaseSensitive(args, "code");
@@ -158,6 +186,13 @@ int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct py
         to->valuedouble > cfg->timeout_max)
       return arg_fail(msg, size, "timeout_seconds must be an integer from 1 to %d", cfg->timeout_max);
     out->timeout_s = (int)to->valuedouble;
+  }
+  const cJSON *files = cJSON_GetObjectItemCaseSensitive(args, "files");
+  if (files != NULL && !cJSON_IsNull(files)) {
+    if (files_validate(cfg, files, msg, size) < 0)
+      return -1;
+    if (cJSON_GetArraySize(files) > 0)
+      out->files = files;
   }
   const cJSON *pk = cJSON_GetObjectItemCaseSensitive(args, "packages");
   if (pk != NULL && !cJSON_IsNull(pk)) {
@@ -232,6 +267,11 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
              cfg->cpu_limit);
     buf_append(b, line, strlen(line));
   }
+  if (res->input_error) {
+    snprintf(line, sizeof(line), "%sThe input files could not be written (see stderr); the code did not run.",
+             b->len ? " " : "");
+    buf_append(b, line, strlen(line));
+  }
   if (res->workspace_full) {
     snprintf(line, sizeof(line), "%sThe workspace /work is full (quota %llu MiB per session); delete files to make room.",
              b->len ? " " : "", (unsigned long long)(cfg->workspace_quota >> 20));
@@ -279,6 +319,29 @@ cJSON *python_result(const struct mcp_config *cfg, const struct call_result *res
   return r;
 }
 
+/* What the call left in /work/output, read while the session is still
+ * locked and the sandbox idle (every process of the call has ended). */
+static void add_outputs(struct rpc_call *c) {
+  const struct mcp_config *cfg = c->ctx->cfg;
+  struct out_limits lim = {cfg->output_file_max, cfg->output_total_max, cfg->output_files_max};
+  struct out_list out;
+  mcp_error_t err = NULL;
+  cJSON *sc = cJSON_GetObjectItemCaseSensitive(c->result, "structuredContent");
+  if (outputs_collect(c->session->dirfd, &lim, &out, &err) < 0) {
+    mcp_error_log_release(&err, "outputs");
+    cJSON_AddArrayToObject(sc, "files");
+    cJSON_AddArrayToObject(sc, "skipped_files");
+    return;
+  }
+  files_add_outputs(c->result, sc, &out);
+  outputs_free(&out);
+  /* The text block mirrors structuredContent, files included. */
+  cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c->result, "content"), 0);
+  cleanup_free char *text = cJSON_PrintUnformatted(sc);
+  if (first != NULL && text != NULL)
+    cJSON_ReplaceItemInObject(first, "text", cJSON_CreateString(text));
+}
+
 static int run_python(struct rpc_call *c, const cJSON *args) {
   char msg[300];
   struct python_args pa;
@@ -293,7 +356,7 @@ static int run_python(struct rpc_call *c, const cJSON *args) {
                                   "remove `packages` and use the modules that are already installed.");
     return 0;
   }
-  struct call_request req = {.code = pa.code, .env = pa.env, .timeout_s = pa.timeout_s};
+  struct call_request req = {.code = pa.code, .env = pa.env, .files = pa.files, .timeout_s = pa.timeout_s};
   struct call_result res;
   mcp_error_t err = NULL;
   if (sandbox_call(c->ctx->cfg, c->session, &req, NULL, NULL, &res, &err) < 0) {
@@ -307,7 +370,10 @@ static int run_python(struct rpc_call *c, const cJSON *args) {
   res.timeout_s = pa.timeout_s;
   c->result = python_result(c->ctx->cfg, &res);
   call_result_free(&res);
-  return c->result ? 0 : rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+  if (c->result == NULL)
+    return rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+  add_outputs(c);
+  return 0;
 }
 
 int tools_call(struct rpc_call *c) {

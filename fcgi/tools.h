@@ -25,6 +25,7 @@ struct python_args {
   const char *code;
   const cJSON *env;
   const cJSON *packages;
+  const cJSON *files;
   int timeout_s;
 };
 /* 0, or -1 with a client-facing sentence in msg. */

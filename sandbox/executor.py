@@ -130,6 +130,43 @@ def set_limits(req):
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def write_inputs(files):
+    """Write the call's input files below the working directory, as the
+    sandbox user, never following a symlink (O_NOFOLLOW on every step)."""
+    import base64
+
+    for f in files:
+        parts = f["path"].split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            raise ValueError("%s: bad path" % f["path"])
+        dfd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for p in parts[:-1]:
+                try:
+                    os.mkdir(p, 0o755, dir_fd=dfd)
+                except FileExistsError:
+                    pass
+                try:
+                    nfd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+                except OSError as e:
+                    raise OSError(e.errno, "%s: %s is not a folder" % (f["path"], p)) from None
+                os.close(dfd)
+                dfd = nfd
+            data = base64.b64decode(f["base64"], validate=True) if "base64" in f else f["text"].encode()
+            try:
+                fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dfd)
+            except OSError as e:
+                raise OSError(e.errno, "%s: %s" % (f["path"], os.strerror(e.errno))) from None
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        finally:
+            os.close(dfd)
+
+
 def run_child(req, out_w, err_w, status_w):
     """In the forked child: become the sandbox user and run the code."""
     code_status = 1
@@ -160,6 +197,17 @@ def run_child(req, out_w, err_w, status_w):
         os.environ.update(base_env(req))
     except BaseException as e:  # the call cannot run; say why on its stderr
         os.write(err_w if err_w > 2 else 2, ("sandbox: cannot start the call: %r\n" % (e,)).encode())
+        os._exit(126)
+
+    try:
+        os.makedirs("output", exist_ok=True)
+        write_inputs(req.get("files") or [])
+    except Exception as e:  # the code does not run; say which file failed
+        try:
+            os.write(3, b"I")
+        except OSError:
+            pass
+        os.write(2, ("cannot write the input files: %s\n" % (e,)).encode())
         os._exit(126)
 
     import builtins
@@ -343,9 +391,11 @@ def run_call(req, reader, wake_r):
     for fd in open_fds:
         os.close(fd)
     reap_others()
-    memory_error = False
+    memory_error = input_error = False
     try:
-        memory_error = os.read(st_r, 16).startswith(b"M")
+        flags = os.read(st_r, 16)
+        memory_error = b"M" in flags
+        input_error = b"I" in flags
     except OSError:
         pass
     os.close(st_r)
@@ -357,6 +407,7 @@ def run_call(req, reader, wake_r):
     except OSError:
         pass
     result = {
+        "input_error": input_error,
         "workspace_full": workspace_full,
         "duration_ms": int((time.monotonic() - t0) * 1000),
         "timed_out": timed_out,

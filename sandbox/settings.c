@@ -62,6 +62,10 @@ static const struct key keys[] = {
     SIZE(shm_size, (int64_t)1 << 20, (int64_t)1 << 40),
     SIZE(workspace_quota, (int64_t)1 << 20, (int64_t)1 << 50),
     SIZE(max_code, 1024, (int64_t)1 << 30),
+    SIZE(output_file_max, 0, (int64_t)1 << 32),
+    SIZE(output_total_max, 0, (int64_t)1 << 32),
+    INT(output_files_max, 0, 10000),
+    INT(input_files_max, 0, 10000),
     SIZE(sandbox_memory, 0, (int64_t)1 << 50),
     SIZE(sandboxes_memory, 0, (int64_t)1 << 50),
 };
@@ -101,6 +105,10 @@ void config_defaults(struct mcp_config *cfg) {
   cfg->shm_size = (uint64_t)64 << 20;
   cfg->workspace_quota = (uint64_t)1 << 30;
   cfg->max_code = 1 << 20;
+  cfg->output_file_max = 10 << 20;
+  cfg->output_total_max = 20 << 20;
+  cfg->output_files_max = 20;
+  cfg->input_files_max = 100;
 }
 
 static int parse_number(const char *v, bool size_units, int64_t *out) {

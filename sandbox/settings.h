@@ -50,6 +50,10 @@ struct mcp_config {
   uint64_t shm_size;         /* tmpfs /dev/shm */
   uint64_t workspace_quota;  /* bytes of /work per session */
   uint64_t max_code;         /* bytes of `code` */
+  uint64_t output_file_max;  /* largest output file inlined in a result */
+  uint64_t output_total_max; /* output bytes inlined per call */
+  int output_files_max;      /* output files returned per call */
+  int input_files_max;       /* files a call may send */
   uint64_t sandbox_memory;   /* memory backstop of one sandbox (cgroup); 0 = 2 x memory_limit + 256M */
   uint64_t sandboxes_memory; /* memory of all sandboxes together (cgroup); 0 = 3/4 of RAM */
 };

@@ -291,3 +291,77 @@ bool lock_held_elsewhere(int fd) {
     return false;
   return fl.l_type != F_UNLCK;
 }
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *base64_encode(const unsigned char *d, size_t len) {
+  if (len > (SIZE_MAX / 4) * 3 - 3)
+    return NULL;
+  size_t out_len = (len + 2) / 3 * 4;
+  char *out = malloc(out_len + 1);
+  if (out == NULL)
+    return NULL;
+  char *o = out;
+  size_t i = 0;
+  for (; i + 3 <= len; i += 3) {
+    uint32_t v = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8 | d[i + 2];
+    *o++ = b64[v >> 18];
+    *o++ = b64[(v >> 12) & 63];
+    *o++ = b64[(v >> 6) & 63];
+    *o++ = b64[v & 63];
+  }
+  if (i < len) {
+    uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < len ? (uint32_t)d[i + 1] << 8 : 0);
+    *o++ = b64[v >> 18];
+    *o++ = b64[(v >> 12) & 63];
+    *o++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
+    *o++ = '=';
+  }
+  *o = '\0';
+  return out;
+}
+
+size_t base64_decoded_max(size_t len) { return len / 4 * 3 + 3; }
+
+static int b64_value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z')
+    return c - 'A';
+  if (c >= 'a' && c <= 'z')
+    return c - 'a' + 26;
+  if (c >= '0' && c <= '9')
+    return c - '0' + 52;
+  if (c == '+')
+    return 62;
+  if (c == '/')
+    return 63;
+  return -1;
+}
+
+ssize_t base64_decode(const char *in, size_t len, unsigned char *out, size_t out_size) {
+  if (len % 4 != 0)
+    return -1;
+  size_t o = 0;
+  for (size_t i = 0; i < len; i += 4) {
+    int v[4], pad = 0;
+    for (int k = 0; k < 4; k++) {
+      unsigned char c = (unsigned char)in[i + k];
+      if (c == '=' && i + 4 == len && k >= 2) {
+        v[k] = 0;
+        pad++;
+        continue;
+      }
+      if (pad > 0 || (v[k] = b64_value(c)) < 0)
+        return -1;
+    }
+    uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+    size_t n = 3 - (size_t)pad;
+    if (o + n > out_size)
+      return -1;
+    out[o++] = (unsigned char)(w >> 16);
+    if (n > 1)
+      out[o++] = (unsigned char)(w >> 8);
+    if (n > 2)
+      out[o++] = (unsigned char)w;
+  }
+  return (ssize_t)o;
+}

@@ -91,6 +91,12 @@ char *xstrndup(const char *s, size_t n);
 /* Close every fd >= from (in a child before exec, or at a daemon's start). */
 void close_fds_from(int from);
 
+/* Standard base64 (RFC 4648, with padding).  encode returns a new string;
+ * decode returns the byte count or -1 for invalid input. */
+char *base64_encode(const unsigned char *data, size_t len);
+ssize_t base64_decode(const char *in, size_t len, unsigned char *out, size_t out_size);
+size_t base64_decoded_max(size_t len);
+
 /* Whole-file open-file-description locks (F_OFD_*): released when the fd
  * closes, and testable without taking them, unlike flock. */
 int lock_try(int fd);          /* 0, or -EWOULDBLOCK when held elsewhere */

@@ -1,0 +1,195 @@
+/* Files in and out of a call: validation of the `files` argument, and the
+ * content blocks for what the code left in /work/output. */
+#include "config.h"
+
+#include "files.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sandbox/util.h"
+#include "tools.h"
+
+#define MAX_PATH_BYTES 1024
+#define MAX_COMPONENT 255
+
+/* Relative, '/'-separated, no empty, "." or ".." component, no control
+ * characters: the executor also refuses to write through symlinks. */
+static bool path_valid(const char *p, char *why, size_t size) {
+  size_t n = strlen(p);
+  if (n == 0 || n > MAX_PATH_BYTES) {
+    snprintf(why, size, "must be 1 to %d bytes", MAX_PATH_BYTES);
+    return false;
+  }
+  if (p[0] == '/') {
+    snprintf(why, size, "must be relative to /work");
+    return false;
+  }
+  for (const unsigned char *c = (const unsigned char *)p; *c; c++)
+    if (*c < 0x20 || *c == 0x7f) {
+      snprintf(why, size, "must not contain control characters");
+      return false;
+    }
+  const char *seg = p;
+  for (;;) {
+    const char *slash = strchr(seg, '/');
+    size_t len = slash ? (size_t)(slash - seg) : strlen(seg);
+    if (len == 0 || (len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.')) {
+      snprintf(why, size, "must not contain empty, . or .. components");
+      return false;
+    }
+    if (len > MAX_COMPONENT) {
+      snprintf(why, size, "has a component longer than %d bytes", MAX_COMPONENT);
+      return false;
+    }
+    if (slash == NULL)
+      return true;
+    seg = slash + 1;
+  }
+}
+
+int files_validate(const struct mcp_config *cfg, const cJSON *files, char *msg, size_t size) {
+  if (!cJSON_IsArray(files)) {
+    snprintf(msg, size, "files must be an array of {path, text} or {path, base64} objects");
+    return -1;
+  }
+  int count = 0;
+  uint64_t total = 0;
+  const cJSON *f;
+  cJSON_ArrayForEach(f, files) {
+    if (++count > cfg->input_files_max) {
+      snprintf(msg, size, "files: at most %d files per call", cfg->input_files_max);
+      return -1;
+    }
+    const cJSON *path = cJSON_GetObjectItemCaseSensitive(f, "path");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(f, "text");
+    const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(f, "base64");
+    if (!cJSON_IsObject(f) || !cJSON_IsString(path) || cJSON_GetArraySize(f) != 2 ||
+        (cJSON_IsString(text) == cJSON_IsString(b64))) {
+      snprintf(msg, size, "files[%d] must be {\"path\": string, \"text\": string} or {\"path\": string, \"base64\": string}",
+               count - 1);
+      return -1;
+    }
+    char why[96];
+    if (!path_valid(path->valuestring, why, sizeof(why))) {
+      snprintf(msg, size, "files[%d].path `%.80s` %s", count - 1, path->valuestring, why);
+      return -1;
+    }
+    if (cJSON_IsString(b64)) {
+      size_t len = strlen(b64->valuestring);
+      cleanup_free unsigned char *tmp = malloc(base64_decoded_max(len) + 1);
+      ssize_t n = tmp ? base64_decode(b64->valuestring, len, tmp, base64_decoded_max(len)) : -1;
+      if (n < 0) {
+        snprintf(msg, size, "files[%d].base64 is not valid base64", count - 1);
+        return -1;
+      }
+      total += (uint64_t)n;
+    } else {
+      total += strlen(text->valuestring);
+    }
+  }
+  if (total > cfg->max_body) {
+    snprintf(msg, size, "files: more than %llu bytes in all", (unsigned long long)cfg->max_body);
+    return -1;
+  }
+  return 0;
+}
+
+/* "file:///work/output/<path>" with each byte outside the unreserved set
+ * and '/' percent-encoded. */
+char *files_uri(const char *dir, const char *path) {
+  struct buf b = {0};
+  static const char hex[] = "0123456789ABCDEF";
+  const char *prefix = "file:///work/";
+  buf_append(&b, prefix, strlen(prefix));
+  if (dir != NULL) {
+    buf_append(&b, dir, strlen(dir));
+    buf_append(&b, "/", 1);
+  }
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || strchr("-._~/", *p)) {
+      buf_append(&b, p, 1);
+    } else {
+      char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+      buf_append(&b, e, 3);
+    }
+  }
+  return b.data;
+}
+
+static void add_file_block(cJSON *content, const struct out_file *f) {
+  cleanup_free char *uri = files_uri(OUTPUTS_DIR, f->path);
+  cJSON *blk = cJSON_CreateObject();
+  if (!f->inlined) {
+    cJSON_AddStringToObject(blk, "type", "resource_link");
+    cJSON_AddStringToObject(blk, "uri", uri ? uri : "");
+    cJSON_AddStringToObject(blk, "name", f->path);
+    cJSON_AddStringToObject(blk, "mimeType", f->mime);
+    cJSON_AddNumberToObject(blk, "size", (double)f->size);
+    if (f->reason != NULL)
+      cJSON_AddStringToObject(blk, "description", f->reason);
+  } else if (mime_is_image(f->mime)) {
+    cleanup_free char *data = base64_encode(f->data, f->len);
+    cJSON_AddStringToObject(blk, "type", "image");
+    cJSON_AddStringToObject(blk, "data", data ? data : "");
+    cJSON_AddStringToObject(blk, "mimeType", f->mime);
+  } else {
+    cJSON_AddStringToObject(blk, "type", "resource");
+    cJSON *r = cJSON_AddObjectToObject(blk, "resource");
+    cJSON_AddStringToObject(r, "uri", uri ? uri : "");
+    cJSON_AddStringToObject(r, "mimeType", f->mime);
+    if (mime_is_text(f->mime)) {
+      /* Text by its first bytes; the rest may still hold invalid UTF-8. */
+      cleanup_free char *text = utf8_sanitize((const char *)f->data, f->len);
+      cJSON_AddStringToObject(r, "text", text ? text : "");
+    } else {
+      cleanup_free char *data = base64_encode(f->data, f->len);
+      cJSON_AddStringToObject(r, "blob", data ? data : "");
+    }
+  }
+  cJSON_AddItemToArray(content, blk);
+}
+
+void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *out) {
+  cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
+  cJSON *list = cJSON_AddArrayToObject(structured, "files");
+  cJSON *skipped = cJSON_AddArrayToObject(structured, "skipped_files");
+  cleanup_buf struct buf summary = {0};
+  for (size_t i = 0; i < out->n; i++) {
+    const struct out_file *f = &out->files[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", f->path);
+    cJSON_AddNumberToObject(o, "size", (double)f->size);
+    cJSON_AddStringToObject(o, "mime_type", f->mime);
+    cJSON_AddBoolToObject(o, "inlined", f->inlined);
+    if (f->reason != NULL)
+      cJSON_AddStringToObject(o, "reason", f->reason);
+    cJSON_AddItemToArray(list, o);
+    char line[600];
+    snprintf(line, sizeof(line), "%soutput/%.400s (%s, %llu bytes%s%s)", summary.len ? "; " : "", f->path, f->mime,
+             (unsigned long long)f->size, f->inlined ? "" : ", not included: ", f->inlined ? "" : f->reason);
+    buf_append(&summary, line, strlen(line));
+  }
+  for (size_t i = 0; i < out->n_skipped; i++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", out->skipped[i].path);
+    cJSON_AddStringToObject(o, "reason", out->skipped[i].reason);
+    cJSON_AddItemToArray(skipped, o);
+    char line[600];
+    snprintf(line, sizeof(line), "%soutput/%.400s skipped: %s", summary.len ? "; " : "", out->skipped[i].path,
+             out->skipped[i].reason);
+    buf_append(&summary, line, strlen(line));
+  }
+  if (summary.len == 0)
+    return;
+  cJSON *t = cJSON_CreateObject();
+  cJSON_AddStringToObject(t, "type", "text");
+  char head[] = "Files: ";
+  cleanup_buf struct buf text = {0};
+  buf_append(&text, head, strlen(head));
+  buf_append(&text, summary.data, summary.len);
+  cJSON_AddStringToObject(t, "text", text.data);
+  cJSON_AddItemToArray(content, t);
+  for (size_t i = 0; i < out->n; i++)
+    add_file_block(content, &out->files[i]);
+}

@@ -1,0 +1,18 @@
+/* Files in and out of a call (see files.c). */
+#ifndef MCP_FILES_H
+#define MCP_FILES_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+#include "sandbox/outputs.h"
+#include "sandbox/settings.h"
+
+/* Check the `files` argument; 0, or -1 with a sentence in msg. */
+int files_validate(const struct mcp_config *cfg, const cJSON *files, char *msg, size_t size);
+/* Content blocks and structuredContent.files / skipped_files. */
+void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *out);
+/* file:///work/<dir>/<path>, percent-encoded. */
+char *files_uri(const char *dir, const char *path);
+
+#endif

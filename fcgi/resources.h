@@ -1,0 +1,13 @@
+/* MCP resources: the files in a session's workspace.  resources/list names
+ * what is in /work/output; resources/read reads any regular file under
+ * /work (file:///work/<path>), within the per-file output limit. */
+#ifndef MCP_RESOURCES_H
+#define MCP_RESOURCES_H
+
+#include "mcp.h"
+
+int resources_list(struct rpc_call *c);
+int resources_read(struct rpc_call *c);
+int resources_templates_list(struct rpc_call *c);
+
+#endif
