@@ -1,0 +1,210 @@
+/* The sandbox backend interface (backend.h) through its direct
+ * implementation: the executor as a host process, driven over the same two
+ * pipes and frames that the supervisor uses with runsc. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "frame.h"
+#include "tap.h"
+#include "util.h"
+
+#define SANDBOX_ID "0123456789abcdef0123456789abcdef"
+
+static char tmp[1024];
+static struct mcp_config cfg;
+
+static void ops_tests(void) {
+  ok(sandbox_ops_for("direct") == &sandbox_direct_ops, "\"direct\" selects the direct backend");
+  ok(sandbox_ops_for("runsc") == &sandbox_runsc_ops, "\"runsc\" selects runsc");
+  is_str(sandbox_direct_ops.name, "direct", "direct ops are named");
+  is_str(sandbox_runsc_ops.name, "runsc", "runsc ops are named");
+  ok(sandbox_direct_ops.start && sandbox_direct_ops.destroy && sandbox_runsc_ops.start && sandbox_runsc_ops.destroy,
+     "both implement start and destroy");
+
+  struct sandbox_ctx ctx;
+  mcp_error_t err = NULL;
+  is_int(sandbox_ctx_init(&ctx, &cfg, SANDBOX_ID, "/state/sessions/x", &err), 0, "sandbox_ctx_init");
+  is_str(ctx.container_id, "mcp" SANDBOX_ID, "the container id is mcp + the sandbox id");
+  is_str(ctx.dir, "/state/sessions/x", "the folder");
+  is_int(ctx.pid, -1, "no process yet");
+  static const char *const bad[] = {"",
+                                    "0123",
+                                    "0123456789ABCDEF0123456789ABCDEF",
+                                    "0123456789abcdef0123456789abcdeg",
+                                    "../0123456789abcdef0123456789abcd",
+                                    SANDBOX_ID "0"};
+  for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+    ok(sandbox_ctx_init(&ctx, &cfg, bad[i], "/x", &err) < 0 && err != NULL, "sandbox id '%s' is refused", bad[i]);
+    mcp_error_release(&err);
+  }
+  char *long_dir = malloc(PATH_MAX + 10);
+  memset(long_dir, 'd', PATH_MAX + 9);
+  long_dir[PATH_MAX + 9] = '\0';
+  ok(sandbox_ctx_init(&ctx, &cfg, SANDBOX_ID, long_dir, &err) < 0, "a folder path longer than PATH_MAX is refused");
+  mcp_error_release(&err);
+  free(long_dir);
+}
+
+struct sandbox {
+  struct sandbox_ctx ctx;
+  int to_exec;   /* we write requests */
+  int from_exec; /* we read frames */
+  struct frame_reader r;
+};
+
+static bool start(struct sandbox *sb) {
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+    bail_out("pipe2");
+  char dir[1100];
+  snprintf(dir, sizeof(dir), "%s/session", tmp);
+  mcp_error_t err = NULL;
+  sandbox_ctx_init(&sb->ctx, &cfg, SANDBOX_ID, dir, &err);
+  int r = sandbox_direct_ops.start(&sb->ctx, in[0], out[1], &err);
+  close(in[0]);
+  close(out[1]);
+  sb->to_exec = in[1];
+  sb->from_exec = out[0];
+  frame_reader_init(&sb->r, 1 << 20);
+  if (r < 0) {
+    diag("start: %s", err->msg);
+    mcp_error_release(&err);
+  }
+  return r == 0;
+}
+
+static void stop(struct sandbox *sb) {
+  close(sb->to_exec);
+  close(sb->from_exec);
+  frame_reader_free(&sb->r);
+}
+
+static bool alive(pid_t pid) {
+  char p[64], st[256] = "";
+  snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(p, "r");
+  if (f == NULL)
+    return false;
+  bool zombie = fgets(st, sizeof(st), f) != NULL && strstr(st, ") Z ") != NULL;
+  fclose(f);
+  return !zombie;
+}
+
+static bool wait_gone(pid_t pid, int ms) {
+  for (int i = 0; i < ms / 10 && alive(pid); i++)
+    usleep(10000);
+  return !alive(pid);
+}
+
+static void request(struct sandbox *sb, const char *code, int timeout_ms) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "code", code);
+  cJSON_AddNumberToObject(o, "timeout_ms", timeout_ms);
+  cJSON_AddNumberToObject(o, "output_limit", 1000);
+  char *text = cJSON_PrintUnformatted(o);
+  frame_write(sb->to_exec, FRAME_REQUEST, text, strlen(text));
+  free(text);
+  cJSON_Delete(o);
+}
+
+static void direct_tests(void) {
+  struct sandbox sb;
+  if (!ok(start(&sb), "start the direct backend"))
+    return;
+  ok(sb.ctx.pid > 0 && alive(sb.ctx.pid), "the executor runs (pid %d)", (int)sb.ctx.pid);
+  ok(getpgid(sb.ctx.pid) == sb.ctx.pid, "in its own process group");
+  struct frame f;
+  is_int(frame_read(&sb.r, sb.from_exec, now_ms() + 20000, &f), 1, "a frame arrives");
+  is_int(f.type, FRAME_READY, "the executor reports readiness first");
+  cJSON *ready = cJSON_ParseWithLength(f.payload, f.len);
+  ok(cJSON_IsString(cJSON_GetObjectItem(ready, "python")), "with the Python version");
+  cJSON_Delete(ready);
+
+  request(&sb, "import os; print(6 * 7); print(os.getcwd())", 10000);
+  struct buf out = {0};
+  int done = 0;
+  while (frame_read(&sb.r, sb.from_exec, now_ms() + 20000, &f) == 1) {
+    if (f.type == FRAME_STDOUT)
+      buf_append(&out, f.payload, f.len);
+    if (f.type == FRAME_DONE) {
+      cJSON *d = cJSON_ParseWithLength(f.payload, f.len);
+      done = 1;
+      is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(d, "exit_code")), 0, "the call exits 0");
+      cJSON_Delete(d);
+      break;
+    }
+  }
+  ok(done, "a D frame ends the call");
+  char want[1200];
+  snprintf(want, sizeof(want), "42\n%s/session/work\n", tmp);
+  is_str(out.data, want, "stdout, with the workspace as working directory");
+  buf_free(&out);
+
+  /* Destroy while a call runs: every process of the sandbox goes. */
+  request(&sb, "import os, time; open('call.pid', 'w').write(str(os.getpid())); time.sleep(60)", 100000);
+  char pidfile[1200];
+  snprintf(pidfile, sizeof(pidfile), "%s/session/work/call.pid", tmp);
+  pid_t call = 0;
+  for (int i = 0; i < 500 && call <= 0; i++) {
+    FILE *p = fopen(pidfile, "r");
+    if (p != NULL) {
+      int v = 0;
+      if (fscanf(p, "%d", &v) == 1)
+        call = v;
+      fclose(p);
+    }
+    if (call <= 0)
+      usleep(10000);
+  }
+  ok(call > 0 && alive(call), "a call is running (pid %d)", (int)call);
+  pid_t executor = sb.ctx.pid;
+  mcp_error_t err = NULL;
+  is_int(sandbox_direct_ops.destroy(&sb.ctx, &err), 0, "destroy");
+  ok(!alive(executor), "the executor is gone at once");
+  ok(call > 0 && wait_gone(call, 2000), "the running call's process is gone too");
+  if (call > 0 && alive(call))
+    kill(call, SIGKILL);
+  is_int(sb.ctx.pid, -1, "the context forgets the pid");
+  is_int(sandbox_direct_ops.destroy(&sb.ctx, &err), 0, "a second destroy is harmless");
+  is_int(frame_read(&sb.r, sb.from_exec, now_ms() + 5000, &f), 0, "the executor's pipe is at EOF");
+  stop(&sb);
+}
+
+int main(void) {
+  if (access("/usr/bin/python3", X_OK) < 0)
+    skip_all("/usr/bin/python3, which the direct backend runs, is not installed");
+  signal(SIGPIPE, SIG_IGN);
+  const char *t = getenv("TMPDIR");
+  snprintf(tmp, sizeof(tmp), "%s/mcp-backend-XXXXXX", t && *t ? t : "/tmp");
+  if (mkdtemp(tmp) == NULL)
+    bail_out("mkdtemp");
+  char p[1200];
+  snprintf(p, sizeof(p), "%s/session", tmp);
+  mkdir(p, 0700);
+  snprintf(p, sizeof(p), "%s/session/work", tmp);
+  mkdir(p, 0700);
+  snprintf(p, sizeof(p), "%s/executor.py", tmp);
+  if (symlink(TEST_SRCDIR "/sandbox/executor.py", p) < 0)
+    bail_out("symlink: %s", strerror(errno));
+  config_defaults(&cfg);
+  snprintf(cfg.libexec_dir, sizeof(cfg.libexec_dir), "%s", tmp);
+  snprintf(cfg.backend, sizeof(cfg.backend), "direct");
+
+  ops_tests();
+  direct_tests();
+
+  mcp_error_t err = NULL;
+  int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  remove_tree_at(root, tmp + 1, &err);
+  close(root);
+  return done_testing();
+}

@@ -1,0 +1,158 @@
+/* Failures below the responder, end to end: executors that crash, hang or
+ * speak garbage (fake executors run by the direct backend in place of
+ * executor.py), and a supervisor that cannot be started.  Each must end the
+ * call with a tool error a client can read, without host paths, and leave
+ * no process behind. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mcp-harness.h"
+#include "sandbox/util.h"
+#include "tap.h"
+
+static struct harness h;
+
+/* Python written as executor.py of a libexec folder of its own. */
+static const char crash_py[] = "import sys\nsys.exit(3)\n";
+static const char garbage_py[] = "import os, time\nos.write(1, b'Zgarbage!')\ntime.sleep(60)\n";
+static const char hang_py[] = "import json, os, struct\n"
+                              "p = json.dumps({'python': 'fake'}).encode()\n"
+                              "os.write(1, struct.pack('>cI', b'Y', len(p)) + p)\n"
+                              "while os.read(0, 65536):\n"
+                              "    pass\n";
+
+/* Point the service (responder and supervisors) at a libexec folder whose
+ * executor.py is `py` (NULL: no mcp-sandboxd at all). */
+static void use_libexec(const char *name, const char *py) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof(dir), "%s/%s", h.root, name);
+  mkdir(dir, 0755);
+  if (py != NULL) {
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof(p), "%s/mcp-sandboxd", dir);
+    if (symlink(TEST_BUILDDIR "/mcp-sandboxd", p) < 0 && errno != EEXIST)
+      bail_out("symlink: %s", strerror(errno));
+    snprintf(p, sizeof(p), "%s/executor.py", dir);
+    FILE *f = fopen(p, "w");
+    fputs(py, f);
+    fclose(f);
+  }
+  snprintf(h.cfg.libexec_dir, sizeof(h.cfg.libexec_dir), "%s", dir);
+  setenv("MCP_LIBEXEC_DIR", dir, 1);
+}
+
+static void use_real_libexec(void) {
+  snprintf(h.cfg.libexec_dir, sizeof(h.cfg.libexec_dir), "%s", h.libexec);
+  setenv("MCP_LIBEXEC_DIR", h.libexec, 1);
+}
+
+static void call(const char *session, const char *arguments, struct response *r) {
+  char body[1024];
+  snprintf(body, sizeof(body),
+           "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"execute_python\","
+           "\"arguments\":%s}}",
+           arguments);
+  post(&h, session, body, r);
+}
+
+static const char *const sandbox_sentences[] = {
+    "The sandbox keeps stopping right after it starts; the session's files are kept.",
+    "The session ended before the call could finish.",
+    "The sandbox failed; the session's files are kept and the next call starts a new sandbox.",
+};
+
+static bool known_sentence(const char *s) {
+  for (size_t i = 0; i < ARRAY_SIZE(sandbox_sentences); i++)
+    if (s != NULL && strcmp(s, sandbox_sentences[i]) == 0)
+      return true;
+  return false;
+}
+
+/* An executor that dies at once, or sends an unknown frame: the supervisor
+ * restarts it a bounded number of times, then gives up. */
+static void broken_executor(const char *name, const char *py) {
+  use_libexec(name, py);
+  char sid[37];
+  if (!initialize(&h, TEST_TOKEN, sid))
+    bail_out("initialize");
+  struct response r;
+  int64_t t0 = now_ms();
+  call(sid, "{\"code\":\"print(1)\"}", &r);
+  int64_t took = now_ms() - t0;
+  const cJSON *res = rpc_result(&r, name);
+  ok(cJSON_IsTrue(jget(res, "isError")), "%s: the call is a tool error", name);
+  const char *text = jstr(res, "content.0.text");
+  ok(known_sentence(text), "%s: a sentence for the client: %s", name, text ? text : "(none)");
+  ok(jget(res, "structuredContent") == NULL, "%s: no result of code that never ran", name);
+  ok(took < 15000, "%s: in bounded time (%lld ms)", name, (long long)took);
+  response_free(&r);
+  is_int(delete_session(&h, TEST_TOKEN, sid), 204, "%s: DELETE", name);
+  is_int(processes_after_delete(&h, sid, 3000), 0, "%s: no process is left", name);
+  use_real_libexec();
+}
+
+/* An executor that takes a request and never answers: the supervisor's
+ * own deadline (timeout + grace) ends the call and restarts the sandbox. */
+static void hung_executor(void) {
+  use_libexec("hang", hang_py);
+  char sid[37];
+  if (!initialize(&h, TEST_TOKEN, sid))
+    bail_out("initialize");
+  struct response r;
+  int64_t t0 = now_ms();
+  call(sid, "{\"code\":\"print(1)\",\"timeout_seconds\":1}", &r);
+  int64_t took = now_ms() - t0;
+  const cJSON *res = rpc_result(&r, "hung executor");
+  const cJSON *sc = jget(res, "structuredContent");
+  ok(cJSON_IsTrue(jget(res, "isError")), "hung executor: the call is a tool error");
+  ok(cJSON_IsTrue(jget(sc, "timed_out")), "timed_out");
+  ok(cJSON_IsTrue(jget(sc, "sandbox_restarted")), "sandbox_restarted");
+  is_int(jnum(sc, "exit_code"), 137, "exit code 137");
+  ok(jnum(sc, "duration_ms") >= 1000, "duration_ms counts the time the call took (%.0f)", jnum(sc, "duration_ms"));
+  ok(took >= 1000 && took < 10000, "the supervisor's deadline ended it (%lld ms)", (long long)took);
+  like(jstr(res, "content.1.text"), "The call was stopped at its wall-clock limit of 1 s.", "a note on the timeout");
+  like(jstr(res, "content.1.text"), "files in /work are kept", "and on the restart");
+  response_free(&r);
+  is_int(delete_session(&h, TEST_TOKEN, sid), 204, "hung executor: DELETE");
+  is_int(processes_after_delete(&h, sid, 3000), 0, "hung executor: no process is left");
+  use_real_libexec();
+}
+
+/* No supervisor binary: the call fails with the generic sentence after the
+ * bounded wait, and works again once the supervisor can start. */
+static void no_supervisor(void) {
+  use_libexec("empty", NULL);
+  char sid[37];
+  if (!initialize(&h, TEST_TOKEN, sid))
+    bail_out("initialize");
+  struct response r;
+  call(sid, "{\"code\":\"open('f', 'w').write('x')\"}", &r);
+  const cJSON *res = rpc_result(&r, "no supervisor");
+  ok(cJSON_IsTrue(jget(res, "isError")), "no supervisor: the call is a tool error");
+  is_str(jstr(res, "content.0.text"), sandbox_sentences[2], "no supervisor: the generic sandbox sentence");
+  response_free(&r);
+  use_real_libexec();
+  call(sid, "{\"code\":\"import os; print(os.path.exists('f'))\"}", &r);
+  res = rpc_result(&r, "supervisor back");
+  ok(cJSON_IsFalse(jget(res, "isError")), "the next call works once the supervisor can start");
+  is_str(jstr(res, "structuredContent.stdout"), "False\n", "and the failed call wrote nothing");
+  response_free(&r);
+  is_int(delete_session(&h, TEST_TOKEN, sid), 204, "DELETE");
+  is_int(processes_after_delete(&h, sid, 3000), 0, "no process is left");
+}
+
+int main(void) {
+  harness_setup(&h);
+  broken_executor("crash", crash_py);
+  broken_executor("garbage", garbage_py);
+  hung_executor();
+  no_supervisor();
+  harness_teardown(&h);
+  return done_testing();
+}
