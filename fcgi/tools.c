@@ -8,6 +8,7 @@
 
 #include "files.h"
 #include "json_scan.h"
+#include "sandbox/packages.h"
 #include "sandbox/util.h"
 
 /* ---- schemas ---- */
@@ -27,7 +28,9 @@ static cJSON *input_schema(const struct mcp_config *cfg) {
   prop(props, "code", "string",
        "Python 3 source code, run as __main__ in a fresh process. Print what you want to see; "
        "write files to output/ to get them back.");
-  cJSON *pk = prop(props, "packages", "array", "Python packages to install into the session before running.");
+  cJSON *pk = prop(props, "packages", "array",
+                   "Python packages (PEP 508 requirements such as requests or pandas>=2) to install into the "
+                   "session before running; installed packages stay for the session's later calls.");
   cJSON_AddStringToObject(cJSON_AddObjectToObject(pk, "items"), "type", "string");
   cJSON *env = prop(props, "env_variables", "object", "Environment variables for this call only.");
   cJSON_AddStringToObject(cJSON_AddObjectToObject(env, "additionalProperties"), "type", "string");
@@ -196,13 +199,8 @@ int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct py
   }
   const cJSON *pk = cJSON_GetObjectItemCaseSensitive(args, "packages");
   if (pk != NULL && !cJSON_IsNull(pk)) {
-    if (!cJSON_IsArray(pk))
-      return arg_fail(msg, size, "packages must be an array of strings");
-    const cJSON *p;
-    cJSON_ArrayForEach(p, pk) {
-      if (!cJSON_IsString(p))
-        return arg_fail(msg, size, "packages must be an array of strings");
-    }
+    if (packages_validate(pk, msg, size) < 0)
+      return -1;
     if (cJSON_GetArraySize(pk) > 0)
       out->packages = pk;
   }
@@ -265,6 +263,11 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
   if (res->cpu_exceeded) {
     snprintf(line, sizeof(line), "%sThe code used up its CPU time limit of %d s.", b->len ? " " : "",
              cfg->cpu_limit);
+    buf_append(b, line, strlen(line));
+  }
+  if (res->install_error) {
+    snprintf(line, sizeof(line), "%sThe packages could not be installed (see stderr); the code did not run.",
+             b->len ? " " : "");
     buf_append(b, line, strlen(line));
   }
   if (res->input_error) {
@@ -342,6 +345,69 @@ static void add_outputs(struct rpc_call *c) {
     cJSON_ReplaceItemInObject(first, "text", cJSON_CreateString(text));
 }
 
+#define INSTALLED_FILE "packages.installed"
+
+/* Requirements installed in this session, one per line (session folder,
+ * outside the workspace): asking again for them needs no download. */
+static bool all_installed(struct session *s, const cJSON *packages) {
+  cleanup_free char *text = NULL;
+  mcp_error_t err = NULL;
+  if (read_file_at(s->dirfd, INSTALLED_FILE, 1 << 20, &text, NULL, &err) < 0) {
+    mcp_error_release(&err);
+    return false;
+  }
+  const cJSON *p;
+  cJSON_ArrayForEach(p, packages) {
+    size_t n = strlen(p->valuestring);
+    bool found = false;
+    for (const char *line = text; *line && !found; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : "")
+      found = strncmp(line, p->valuestring, n) == 0 && (line[n] == '\n' || line[n] == '\0');
+    if (!found)
+      return false;
+  }
+  return true;
+}
+
+static void remember_packages(struct session *s, const cJSON *packages) {
+  if (all_installed(s, packages))
+    return;
+  cleanup_free char *text = NULL;
+  size_t len = 0;
+  mcp_error_t err = NULL;
+  if (read_file_at(s->dirfd, INSTALLED_FILE, 1 << 20, &text, &len, &err) < 0)
+    mcp_error_release(&err);
+  cleanup_buf struct buf b = {0};
+  buf_append(&b, text ? text : "", text ? len : 0);
+  const cJSON *p;
+  cJSON_ArrayForEach(p, packages) {
+    buf_append(&b, p->valuestring, strlen(p->valuestring));
+    buf_append(&b, "\n", 1);
+  }
+  if (b.len < (1 << 20) && write_file_atomic(s->dirfd, INSTALLED_FILE, b.data, b.len, 0600, &err) < 0)
+    mcp_error_log_release(&err, "packages");
+}
+
+/* Download what the session does not have yet; -1 with c->result set. */
+static int fetch_packages(struct rpc_call *c, const cJSON *packages) {
+  if (all_installed(c->session, packages))
+    return 0;
+  char pip[1600] = "";
+  mcp_error_t err = NULL;
+  if (packages_fetch(c->ctx->cfg, packages, pip, sizeof(pip), &err) == 0)
+    return 0;
+  char sentence[1800];
+  if (err->kind == MCP_ERR_INVALID)
+    snprintf(sentence, sizeof(sentence), "The packages could not be downloaded as wheels from the package index; "
+             "nothing was installed and the code did not run. pip said:\n%s", pip);
+  else
+    snprintf(sentence, sizeof(sentence), "The packages could not be downloaded (internal error); the code did not run.");
+  if (err->kind != MCP_ERR_INVALID)
+    mcp_error_log_release(&err, "packages");
+  mcp_error_release(&err);
+  c->result = tool_error_result(sentence);
+  return -1;
+}
+
 static int run_python(struct rpc_call *c, const cJSON *args) {
   char msg[300];
   struct python_args pa;
@@ -351,12 +417,10 @@ static int run_python(struct rpc_call *c, const cJSON *args) {
     c->result = tool_error_result(sentence);
     return 0;
   }
-  if (pa.packages != NULL) {
-    c->result = tool_error_result("Installing packages is not supported yet by this server; "
-                                  "remove `packages` and use the modules that are already installed.");
+  if (pa.packages != NULL && fetch_packages(c, pa.packages) < 0)
     return 0;
-  }
-  struct call_request req = {.code = pa.code, .env = pa.env, .files = pa.files, .timeout_s = pa.timeout_s};
+  struct call_request req = {
+      .code = pa.code, .env = pa.env, .files = pa.files, .packages = pa.packages, .timeout_s = pa.timeout_s};
   struct call_result res;
   mcp_error_t err = NULL;
   if (sandbox_call(c->ctx->cfg, c->session, &req, NULL, NULL, &res, &err) < 0) {
@@ -368,6 +432,8 @@ static int run_python(struct rpc_call *c, const cJSON *args) {
     return 0;
   }
   res.timeout_s = pa.timeout_s;
+  if (pa.packages != NULL && !res.install_error && !res.input_error && !res.sandbox_lost)
+    remember_packages(c->session, pa.packages);
   c->result = python_result(c->ctx->cfg, &res);
   call_result_free(&res);
   if (c->result == NULL)

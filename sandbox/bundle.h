@@ -18,12 +18,14 @@
 #define SANDBOX_EXECUTOR "/opt/mcp/executor.py"
 #define SANDBOX_PRELOAD "/opt/mcp/libmcpstatx.so"
 #define SANDBOX_WORKDIR "/work"
+#define SANDBOX_WHEELS "/opt/mcp/wheels"
 
 struct bundle_spec {
   const char *rootfs;         /* skeleton root (host path) */
   const char *workspace;      /* the session's workspace (host path) */
   const char *executor;       /* host path of executor.py */
   const char *preload_lib;    /* host path of libmcpstatx.so, or NULL */
+  const char *wheels;         /* host path of the wheel cache, or NULL */
   const char *python;         /* interpreter inside the sandbox */
   const char *preload_modules;
   const char *cgroups_path;   /* NULL: runsc runs with --ignore-cgroups */

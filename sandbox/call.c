@@ -30,6 +30,8 @@ char *call_request_json(const struct mcp_config *cfg, const struct call_request 
   }
   if (req->files != NULL)
     cJSON_AddItemToObject(o, "files", cJSON_Duplicate(req->files, 1));
+  if (req->packages != NULL)
+    cJSON_AddItemToObject(o, "packages", cJSON_Duplicate(req->packages, 1));
   cJSON_AddNumberToObject(o, "timeout_ms", (double)req->timeout_s * 1000);
   cJSON_AddNumberToObject(o, "output_limit", (double)cfg->output_limit);
   cJSON_AddNumberToObject(o, "cpu_seconds", cfg->cpu_limit);
@@ -65,6 +67,7 @@ int call_result_parse(const char *json, size_t len, struct call_result *res) {
   res->cpu_exceeded = get_bool(o, "cpu_exceeded");
   res->workspace_full = get_bool(o, "workspace_full");
   res->input_error = get_bool(o, "input_error");
+  res->install_error = get_bool(o, "install_error");
   res->sandbox_lost = get_bool(o, "sandbox_lost");
   res->memory_exceeded = get_bool(o, "memory_exceeded");
   res->truncated = res->truncated || get_bool(o, "truncated");

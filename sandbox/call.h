@@ -18,6 +18,7 @@ struct call_request {
   const char *code;
   const cJSON *env;   /* object of strings, already validated; may be NULL */
   const cJSON *files; /* [{path, text|base64}], already validated; may be NULL */
+  const cJSON *packages; /* requirement strings, validated and downloaded; may be NULL */
   int timeout_s;
 };
 
@@ -32,6 +33,7 @@ struct call_result {
   bool cpu_exceeded;       /* killed by the CPU time limit */
   bool workspace_full;     /* /work had no room left when the call ended */
   bool input_error;        /* the input files could not be written: the code did not run */
+  bool install_error;      /* the packages could not be installed: the code did not run */
   bool sandbox_lost;       /* the sandbox stopped during the call */
   bool memory_exceeded;    /* ... because the sandbox's memory backstop was hit */
   int64_t duration_ms;

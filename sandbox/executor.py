@@ -29,6 +29,7 @@ FRAME_HEADER = struct.Struct(">cI")
 MAX_REQUEST = 256 << 20
 CHUNK = 65536
 STATX_FIX = "/opt/mcp/libmcpstatx.so"
+WHEELS = "/opt/mcp/wheels"
 DRAIN_MS = 500
 
 ARGS = {"uid": 1000, "gid": 1000, "preload": "", "direct": False, "workdir": "/work", "statx_fix": False}
@@ -146,6 +147,12 @@ def write_inputs(files):
                     os.mkdir(p, 0o755, dir_fd=dfd)
                 except FileExistsError:
                     pass
+                # This gVisor follows a symlink despite O_DIRECTORY|O_NOFOLLOW:
+                # check the entry itself first (nothing else runs meanwhile).
+                import stat
+
+                if stat.S_ISLNK(os.stat(p, dir_fd=dfd, follow_symlinks=False).st_mode):
+                    raise OSError(40, "%s: %s is a symbolic link" % (f["path"], p))
                 try:
                     nfd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
                 except OSError as e:
@@ -165,6 +172,58 @@ def write_inputs(files):
                 os.close(fd)
         finally:
             os.close(dfd)
+
+
+def add_user_site():
+    """Packages installed in the session live in /work/.local: put them on
+    sys.path (with their .pth files) like a non-isolated interpreter would."""
+    import site
+
+    path = site.getusersitepackages()  # HOME is the workspace
+    if os.path.isdir(path):
+        site.addsitedir(path)
+    return path
+
+
+def satisfied(requirements):
+    """True when every requirement (without extras) is already installed."""
+    try:
+        import importlib.metadata as md
+
+        from pip._vendor.packaging.requirements import Requirement
+    except ImportError:
+        return False
+    for text in requirements:
+        try:
+            req = Requirement(text)
+            if req.extras or not req.specifier.contains(md.version(req.name), prereleases=True):
+                return False
+        except Exception:
+            return False
+    return True
+
+
+def install_packages(requirements, user_site):
+    """Install from the read-only wheel cache only: no index, no builds."""
+    import importlib
+    import subprocess
+
+    if satisfied(requirements):
+        return True
+    cmd = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", WHEELS, "--only-binary=:all:",
+           "--user", "--break-system-packages", "--disable-pip-version-check", "--no-warn-script-location",
+           "--progress-bar", "off", "--"] + list(requirements)
+    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       env=dict(os.environ, PIP_CONFIG_FILE="/dev/null"))
+    if r.returncode != 0:
+        os.write(2, b"package installation failed:\n" + r.stdout[-4000:])
+        return False
+    if os.path.isdir(user_site):
+        import site
+
+        site.addsitedir(user_site)
+    importlib.invalidate_caches()
+    return True
 
 
 def run_child(req, out_w, err_w, status_w):
@@ -209,6 +268,14 @@ def run_child(req, out_w, err_w, status_w):
             pass
         os.write(2, ("cannot write the input files: %s\n" % (e,)).encode())
         os._exit(126)
+
+    user_site = add_user_site()
+    if req.get("packages") and not install_packages(req["packages"], user_site):
+        try:
+            os.write(3, b"P")
+        except OSError:
+            pass
+        os._exit(125)
 
     import builtins
     import linecache
@@ -391,11 +458,12 @@ def run_call(req, reader, wake_r):
     for fd in open_fds:
         os.close(fd)
     reap_others()
-    memory_error = input_error = False
+    memory_error = input_error = install_error = False
     try:
         flags = os.read(st_r, 16)
         memory_error = b"M" in flags
         input_error = b"I" in flags
+        install_error = b"P" in flags
     except OSError:
         pass
     os.close(st_r)
@@ -408,6 +476,7 @@ def run_call(req, reader, wake_r):
         pass
     result = {
         "input_error": input_error,
+        "install_error": install_error,
         "workspace_full": workspace_full,
         "duration_ms": int((time.monotonic() - t0) * 1000),
         "timed_out": timed_out,

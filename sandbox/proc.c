@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -34,7 +35,7 @@ static void child_exec(const struct proc_opts *o, int out_w, int errpipe) {
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   int in = o->stdin_fd >= 0 ? o->stdin_fd : devnull;
   int out = out_w >= 0 ? out_w : (o->stdout_fd >= 0 ? o->stdout_fd : devnull);
-  int errfd = o->stderr_fd >= 0 ? o->stderr_fd : 2;
+  int errfd = o->capture_stderr && out_w >= 0 ? out_w : (o->stderr_fd >= 0 ? o->stderr_fd : 2);
   /* dup2 clears O_CLOEXEC on the target; when source == target, clear it by hand. */
   if ((in == 0 ? fcntl(0, F_SETFD, 0) : dup2(in, 0)) < 0 || (out == 1 ? fcntl(1, F_SETFD, 0) : dup2(out, 1)) < 0 ||
       (errfd == 2 ? fcntl(2, F_SETFD, 0) : dup2(errfd, 2)) < 0)
@@ -43,6 +44,8 @@ static void child_exec(const struct proc_opts *o, int out_w, int errpipe) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   signal(SIGPIPE, SIG_DFL);
+  if (o->set_ids && (setgroups(0, NULL) < 0 || setgid(o->gid) < 0 || setuid(o->uid) < 0))
+    goto fail;
   if (o->cwd != NULL && chdir(o->cwd) < 0)
     goto fail;
   execve(o->argv[0], (char *const *)o->argv, (char *const *)(o->envp ? o->envp : (const char *const *)environ));

@@ -5,6 +5,7 @@
 #ifndef MCP_PROC_H
 #define MCP_PROC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -20,6 +21,10 @@ struct proc_opts {
   int64_t timeout_ms;      /* <= 0: no deadline */
   struct buf *capture;     /* when set, stdout is captured here ... */
   size_t capture_max;      /* ... up to this many bytes (the rest is drained) */
+  bool capture_stderr;     /* stderr goes to the capture too */
+  bool set_ids;            /* run as uid:gid with no supplementary groups */
+  uid_t uid;
+  gid_t gid;
   const char *cwd;
   /* Also reap any other child while waiting: a subreaper (the supervisor)
    * must reap the sandbox processes runsc reparents to it at once, or

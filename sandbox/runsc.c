@@ -81,6 +81,7 @@ int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err
 static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_error_t *err) {
   const struct mcp_config *cfg = ctx->cfg;
   char rootfs[PATH_MAX], workspace[PATH_MAX], executor[PATH_MAX], preload[PATH_MAX], cgpath[256];
+  char wheels[PATH_MAX];
   if (snprintf(bundle, size, "%s/bundle", ctx->dir) >= (int)size ||
       snprintf(rootfs, sizeof(rootfs), "%s/rootfs", cfg->state_dir) >= (int)sizeof(rootfs) ||
       snprintf(workspace, sizeof(workspace), "%s/work", ctx->dir) >= (int)sizeof(workspace) ||
@@ -97,6 +98,7 @@ static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_
       .workspace = workspace,
       .executor = executor,
       .preload_lib = access(preload, R_OK) == 0 ? preload : NULL,
+      .wheels = config_path(cfg, wheels, sizeof(wheels), "wheels") == 0 && access(wheels, R_OK) == 0 ? wheels : NULL,
       .python = cfg->python,
       .preload_modules = cfg->preload_modules,
       .uid = cfg->sandbox_uid,

@@ -39,6 +39,9 @@ static const struct key keys[] = {
     STR(python),
     STR(preload_modules),
     STR(cgroup_parent),
+    STR(package_index),
+    STR(package_user),
+    INT(package_timeout, 5, 3600),
     INT(responders, 0, 256),
     INT(idle_timeout, 5, 7 * 86400),
     INT(timeout_default, 1, 86400),
@@ -93,6 +96,9 @@ void config_defaults(struct mcp_config *cfg) {
   cfg->sandbox_uid = 1000;
   cfg->sandbox_gid = 1000;
   snprintf(cfg->cgroup_parent, sizeof(cfg->cgroup_parent), "mcp-sandbox");
+  snprintf(cfg->package_index, sizeof(cfg->package_index), "https://pypi.org/simple");
+  snprintf(cfg->package_user, sizeof(cfg->package_user), "nobody");
+  cfg->package_timeout = 120;
   /* The sentry needs ~65 host tasks of its own and one per sandbox task
    * (ptrace platform); the call's RLIMIT_NPROC stops fork bombs first. */
   cfg->sandbox_pids = 1024;

@@ -27,6 +27,9 @@ struct mcp_config {
   char python[PATH_MAX];      /* the interpreter inside the sandbox */
   char preload_modules[512];  /* comma-separated modules the executor imports before forking */
   char cgroup_parent[128];    /* parent cgroup of all sandboxes; "" = no cgroups */
+  char package_index[512];    /* PEP 503 index wheels are fetched from */
+  char package_user[64];      /* unprivileged user that fetches them */
+  int package_timeout;        /* seconds for one fetch */
   int responders;             /* FastCGI responder processes; 0 = 2 x cores */
   int idle_timeout;           /* seconds without a request before a session expires */
   int timeout_default;        /* seconds, when a call gives no timeout_seconds */

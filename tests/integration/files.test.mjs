@@ -1,0 +1,140 @@
+// Files in and out of a call, the template environment, and resources,
+// with the TypeScript SDK client.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { TEST_TIMEOUT_MS, connectClient, closeClient, runPython, randomToken } from './lib/common.mjs';
+
+const opts = { timeout: TEST_TIMEOUT_MS };
+const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+
+async function withClient(name, fn) {
+  const c = await connectClient(name);
+  try {
+    return await fn(c.client);
+  } finally {
+    await closeClient(c);
+  }
+}
+
+test('template environment: a matplotlib plot saved to output/ comes back as a PNG image', opts, async () => {
+  await withClient('files-plot', async (client) => {
+    const r = await runPython(client, {
+      code: [
+        'import numpy as np, pandas as pd, matplotlib.pyplot as plt',
+        'from PIL import Image',
+        'df = pd.DataFrame({"x": np.arange(5), "y": np.arange(5) ** 2})',
+        'df.plot(x="x", y="y"); plt.savefig("output/plot.png")',
+        'print(Image.open("output/plot.png").size)',
+      ].join('\n'),
+    });
+    assert.equal(r.isError, false, JSON.stringify(r));
+    const img = r.content.find((b) => b.type === 'image');
+    assert.ok(img, `an image block: ${JSON.stringify(r.content.map((b) => b.type))}`);
+    assert.equal(img.mimeType, 'image/png');
+    const bytes = Buffer.from(img.data, 'base64');
+    assert.deepEqual(bytes.subarray(0, 8), PNG_MAGIC, 'valid PNG signature');
+    assert.equal(bytes.readUInt32BE(16), 640, 'PNG width from IHDR');
+    assert.equal(r.structuredContent.stdout, '(640, 480)\n');
+    const f = r.structuredContent.files.find((x) => x.name === 'plot.png');
+    assert.deepEqual(f, { name: 'plot.png', size: bytes.length, mime_type: 'image/png', inlined: true });
+  });
+});
+
+test('output files: text as embedded text, binary as blob, unchanged files not sent again', opts, async () => {
+  await withClient('files-kinds', async (client) => {
+    const r = await runPython(client, {
+      code: [
+        'import os',
+        'os.makedirs("output/sub", exist_ok=True)',
+        'open("output/data.csv", "w").write("a,b\\n1,2\\n")',
+        'open("output/sub/pic.svg", "w").write("<svg xmlns=\\"http://www.w3.org/2000/svg\\"/>")',
+        'open("output/noext", "wb").write(bytes(range(256)))',
+      ].join('\n'),
+    });
+    assert.equal(r.isError, false, JSON.stringify(r));
+    const res = (uri) => r.content.find((b) => b.type === 'resource' && b.resource.uri === uri)?.resource;
+    assert.deepEqual(res('file:///work/output/data.csv'),
+      { uri: 'file:///work/output/data.csv', mimeType: 'text/csv', text: 'a,b\n1,2\n' });
+    assert.equal(res('file:///work/output/sub/pic.svg').mimeType, 'image/svg+xml');
+    const blob = res('file:///work/output/noext');
+    assert.equal(blob.mimeType, 'application/octet-stream');
+    assert.deepEqual(Buffer.from(blob.blob, 'base64'), Buffer.from([...Array(256).keys()]));
+    assert.deepEqual(r.structuredContent.files.map((f) => f.name), ['data.csv', 'noext', 'sub/pic.svg']);
+    // Nothing changed: nothing comes back; a changed file comes back alone.
+    const again = await runPython(client, { code: 'open("output/data.csv", "a").write("3,4\\n")' });
+    assert.deepEqual(again.structuredContent.files.map((f) => f.name), ['data.csv']);
+    const none = await runPython(client, { code: 'print("quiet")' });
+    assert.deepEqual(none.structuredContent.files, []);
+  });
+});
+
+test('output files beyond the per-file limit are listed as resource_link, not inlined', opts, async () => {
+  await withClient('files-big', async (client) => {
+    const r = await runPython(client, { code: 'open("output/big.bin", "wb").write(b"\\0" * (11 * 1024 * 1024))' });
+    const link = r.content.find((b) => b.type === 'resource_link');
+    assert.ok(link, JSON.stringify(r.content.map((b) => b.type)));
+    assert.equal(link.uri, 'file:///work/output/big.bin');
+    assert.equal(link.size, 11 * 1024 * 1024);
+    const f = r.structuredContent.files[0];
+    assert.equal(f.inlined, false);
+    assert.match(f.reason, /per-file limit/);
+  });
+});
+
+test('links, and files that are not regular, are skipped and reported, never read', opts, async () => {
+  await withClient('files-links', async (client) => {
+    const r = await runPython(client, {
+      code: [
+        'import os',
+        'os.symlink("/etc/passwd", "output/passwd")',
+        'os.symlink("/proc/self/environ", "output/environ")',
+        'open("output/real.txt", "w").write("ok")',
+      ].join('\n'),
+    });
+    assert.equal(r.isError, false, JSON.stringify(r));
+    const skipped = r.structuredContent.skipped_files.map((s) => s.name).sort();
+    assert.deepEqual(skipped, ['environ', 'passwd']);
+    assert.deepEqual(r.structuredContent.files.map((f) => f.name), ['real.txt']);
+    assert.ok(!JSON.stringify(r).includes('root:x:0'), 'no passwd content leaked');
+  });
+});
+
+test('input files: text and base64 are written before the code runs; bad paths are refused', opts, async () => {
+  await withClient('files-input', async (client) => {
+    const secret = randomToken();
+    const r = await runPython(client, {
+      code: 'print(open("in/a.txt").read(), open("in/b.bin", "rb").read().hex())',
+      files: [
+        { path: 'in/a.txt', text: secret },
+        { path: 'in/b.bin', base64: Buffer.from([0, 1, 254, 255]).toString('base64') },
+      ],
+    });
+    assert.equal(r.structuredContent.stdout, `${secret} 0001feff\n`);
+    for (const path of ['/etc/x', '../x', 'a/../../x', 'a//b', '']) {
+      const bad = await runPython(client, { code: 'print(1)', files: [{ path, text: 'x' }] });
+      assert.equal(bad.isError, true, path);
+      assert.match(bad.content[0].text, /Invalid arguments: files\[0\]/, path);
+    }
+    const badB64 = await runPython(client, { code: 'print(1)', files: [{ path: 'x', base64: '!!!' }] });
+    assert.match(badB64.content[0].text, /not valid base64/);
+    // Writing through a symlink that the code planted is refused.
+    await runPython(client, { code: 'import os; os.symlink("/tmp", "lnk")' });
+    const through = await runPython(client, { code: 'print(1)', files: [{ path: 'lnk/x', text: 'x' }] });
+    assert.equal(through.isError, true, JSON.stringify(through));
+    assert.match(through.structuredContent.stderr, /cannot write the input files/);
+  });
+});
+
+test('resources: output files are listed and readable; paths outside the workspace are not', opts, async () => {
+  await withClient('files-resources', async (client) => {
+    assert.ok(client.getServerCapabilities().resources, 'resources capability');
+    await runPython(client, { code: 'open("output/r.txt", "w").write("resource body")' });
+    const list = await client.listResources();
+    assert.deepEqual(list.resources.map((x) => x.uri), ['file:///work/output/r.txt']);
+    const read = await client.readResource({ uri: 'file:///work/output/r.txt' });
+    assert.equal(read.contents[0].text, 'resource body');
+    await assert.rejects(client.readResource({ uri: 'file:///work/../etc/passwd' }));
+    await assert.rejects(client.readResource({ uri: 'file:///etc/passwd' }));
+    await assert.rejects(client.readResource({ uri: 'file:///work/output/missing' }));
+  });
+});
