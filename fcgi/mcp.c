@@ -10,6 +10,7 @@
 #include "json_scan.h"
 #include "sandbox/util.h"
 #include "resources.h"
+#include "stream.h"
 #include "tools.h"
 
 #define MAX_JSON_DEPTH 64
@@ -104,6 +105,8 @@ static int handle_initialize(struct rpc_call *c) {
   cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
   cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
   cJSON_AddBoolToObject(tools, "listChanged", 0);
+  /* stdout and stderr lines stream as notifications/message. */
+  cJSON_AddObjectToObject(caps, "logging");
   /* Output files come back as embedded resources and stay readable. */
   cJSON *res = cJSON_AddObjectToObject(caps, "resources");
   cJSON_AddBoolToObject(res, "listChanged", 0);
@@ -147,6 +150,7 @@ static const struct method methods[] = {
     {"resources/list", resources_list},
     {"resources/read", resources_read},
     {"resources/templates/list", resources_templates_list},
+    {"logging/setLevel", logging_set_level},
 };
 
 /* ---- request checks ---- */

@@ -8,6 +8,7 @@
 
 #include "files.h"
 #include "json_scan.h"
+#include "stream.h"
 #include "sandbox/packages.h"
 #include "sandbox/util.h"
 
@@ -408,6 +409,12 @@ static int fetch_packages(struct rpc_call *c, const cJSON *packages) {
   return -1;
 }
 
+/* The JSON-RPC id as JSON text: how notifications/cancelled names it. */
+static void rpc_id_text(const cJSON *id, char *buf, size_t size) {
+  cleanup_free char *t = cJSON_PrintUnformatted(id);
+  snprintf(buf, size, "%s", t ? t : "");
+}
+
 static int run_python(struct rpc_call *c, const cJSON *args) {
   char msg[300];
   struct python_args pa;
@@ -417,29 +424,35 @@ static int run_python(struct rpc_call *c, const cJSON *args) {
     c->result = tool_error_result(sentence);
     return 0;
   }
+  struct call_stream cs;
+  call_stream_init(&cs, c, pa.timeout_s);
   if (pa.packages != NULL && fetch_packages(c, pa.packages) < 0)
-    return 0;
-  struct call_request req = {
-      .code = pa.code, .env = pa.env, .files = pa.files, .packages = pa.packages, .timeout_s = pa.timeout_s};
+    return call_stream_finish(&cs, false);
+  char rpc_id[300];
+  rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
+  struct call_request req = {.code = pa.code, .env = pa.env, .files = pa.files, .packages = pa.packages,
+                             .rpc_id = rpc_id, .timeout_s = pa.timeout_s};
   struct call_result res;
   mcp_error_t err = NULL;
-  if (sandbox_call(c->ctx->cfg, c->session, &req, NULL, NULL, &res, &err) < 0) {
+  if (sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err) < 0) {
     c->result = tool_error_result(mcp_error_public(err));
     if (err->kind != MCP_ERR_BUSY)
       mcp_error_log_release(&err, "tools/call");
     mcp_error_release(&err);
     call_result_free(&res);
-    return 0;
+    return call_stream_finish(&cs, false);
   }
   res.timeout_s = pa.timeout_s;
   if (pa.packages != NULL && !res.install_error && !res.input_error && !res.sandbox_lost)
     remember_packages(c->session, pa.packages);
   c->result = python_result(c->ctx->cfg, &res);
+  bool cancelled = res.cancelled;
   call_result_free(&res);
   if (c->result == NULL)
-    return rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
-  add_outputs(c);
-  return 0;
+    rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+  else
+    add_outputs(c);
+  return call_stream_finish(&cs, cancelled);
 }
 
 int tools_call(struct rpc_call *c) {
@@ -456,9 +469,15 @@ int tools_call(struct rpc_call *c) {
 
 void tools_notification(struct mcp_ctx *ctx, struct session *s, const char *method, const cJSON *params) {
   (void)ctx;
-  (void)s;
-  (void)method;
-  (void)params;
-  /* notifications/initialized needs no action; cancellation arrives with
-   * the streaming work. */
+  /* notifications/initialized and others need no action. */
+  if (strcmp(method, "notifications/cancelled") != 0)
+    return;
+  const cJSON *id = cJSON_GetObjectItemCaseSensitive(params, "requestId");
+  if (!cJSON_IsString(id) && !cJSON_IsNumber(id))
+    return;
+  char rpc_id[300];
+  rpc_id_text(id, rpc_id, sizeof(rpc_id));
+  mcp_error_t err = NULL;
+  if (sandbox_cancel(s->dirfd, rpc_id, &err) < 0)
+    mcp_error_release(&err); /* no supervisor: nothing runs to cancel */
 }

@@ -30,6 +30,8 @@ char *call_request_json(const struct mcp_config *cfg, const struct call_request 
   }
   if (req->files != NULL)
     cJSON_AddItemToObject(o, "files", cJSON_Duplicate(req->files, 1));
+  if (req->rpc_id != NULL)
+    cJSON_AddStringToObject(o, "rpc_id", req->rpc_id);
   if (req->packages != NULL)
     cJSON_AddItemToObject(o, "packages", cJSON_Duplicate(req->packages, 1));
   cJSON_AddNumberToObject(o, "timeout_ms", (double)req->timeout_s * 1000);
@@ -102,9 +104,16 @@ static int exchange(const struct mcp_config *cfg, int fd, const char *json, int6
   struct frame_reader rd;
   frame_reader_init(&rd, FRAME_CHUNK * 16);
   int ret = -1;
+  int64_t started = now_ms(), next_tick = started + 1000;
   for (;;) {
     struct frame f;
-    r = frame_read(&rd, fd, deadline, &f);
+    int64_t until = ev != NULL && next_tick < deadline ? next_tick : deadline;
+    r = frame_read(&rd, fd, until, &f);
+    if (r == -ETIMEDOUT && until < deadline) {
+      ev(opaque, CALL_TICK, NULL, (size_t)(now_ms() - started));
+      next_tick += 1000;
+      continue;
+    }
     if (r == -ETIMEDOUT) {
       mcp_fail_public(err, MCP_ERR_SANDBOX, "The sandbox did not answer in time; the session's files are kept.");
       break;
@@ -151,4 +160,13 @@ int sandbox_call(const struct mcp_config *cfg, struct session *s, const struct c
   if (ret == 0 && (res->out_total > cfg->output_limit || res->err_total > cfg->output_limit))
     res->truncated = true;
   return ret;
+}
+
+int sandbox_cancel(int session_dirfd, const char *rpc_id, mcp_error_t *err) {
+  /* No session lock: the call being cancelled holds it. */
+  cleanup_close int fd = supervisor_connect(NULL, session_dirfd, false, 0, err);
+  if (fd < 0)
+    return -1;
+  int r = frame_write(fd, FRAME_CANCEL, rpc_id, strlen(rpc_id));
+  return r < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, -r, "send cancel") : 0;
 }

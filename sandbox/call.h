@@ -19,6 +19,7 @@ struct call_request {
   const cJSON *env;   /* object of strings, already validated; may be NULL */
   const cJSON *files; /* [{path, text|base64}], already validated; may be NULL */
   const cJSON *packages; /* requirement strings, validated and downloaded; may be NULL */
+  const char *rpc_id;    /* the JSON-RPC id (as JSON text): notifications/cancelled names it */
   int timeout_s;
 };
 
@@ -42,12 +43,16 @@ struct call_result {
   int timeout_s;           /* the limit the call ran with */
 };
 
-/* Called for each stdout ('O') or stderr ('E') chunk as it arrives. */
+/* Called for each stdout ('O') or stderr ('E') chunk as it arrives, and
+ * about once a second while the call runs ('T', len = elapsed ms). */
+#define CALL_TICK 'T'
 typedef void (*call_event_fn)(void *opaque, int type, const char *data, size_t len);
 
 int sandbox_call(const struct mcp_config *cfg, struct session *s, const struct call_request *req, call_event_fn ev,
                  void *opaque, struct call_result *res, mcp_error_t *err);
 void call_result_free(struct call_result *res);
+/* Ask the session's supervisor to cancel the call with this JSON-RPC id. */
+int sandbox_cancel(int session_dirfd, const char *rpc_id, mcp_error_t *err);
 /* Parse a D payload into res (exposed for tests and the fuzzer). */
 int call_result_parse(const char *json, size_t len, struct call_result *res);
 /* The JSON request frame for req (exposed for tests). */

@@ -47,6 +47,7 @@ struct client {
   struct frame_reader r;
   bool has_request; /* a request frame is queued in `request` */
   struct buf request;
+  char rpc_id[300]; /* the JSON-RPC id of its request, as JSON text */
   int64_t queued_at;
   bool wants_ready; /* answer S once the sandbox is ready */
 };
@@ -294,10 +295,34 @@ static void on_exec_readable(struct sup *s) {
   }
 }
 
+/* notifications/cancelled names a JSON-RPC id: stop that call if it runs,
+ * or drop it from the queue.  The responder waiting for it gets a result
+ * that says "cancelled" and sends no response. */
+static void cancel_call(struct sup *s, const char *id, size_t len) {
+  if (len == 0 || len >= sizeof(s->clients[0].rpc_id))
+    return;
+  for (int i = 0; i < MAX_CLIENTS; i++) {
+    struct client *c = &s->clients[i];
+    if (c->fd < 0 || !c->has_request || strlen(c->rpc_id) != len || memcmp(c->rpc_id, id, len) != 0)
+      continue;
+    if (s->call_active && s->call == i) {
+      if (s->started)
+        frame_write(s->exec_in, FRAME_CANCEL, NULL, 0);
+    } else {
+      static const char done[] = "{\"exit_code\":130,\"cancelled\":true}";
+      client_send(s, i, FRAME_DONE, done, sizeof(done) - 1);
+      if (c->fd >= 0) {
+        c->has_request = false;
+        buf_free(&c->request);
+      }
+    }
+  }
+}
+
 static void on_client_frame(struct sup *s, int i, const struct frame *f) {
   struct client *c = &s->clients[i];
   switch (f->type) {
-  case FRAME_REQUEST:
+  case FRAME_REQUEST: {
     if (c->has_request || (s->call_active && s->call == i)) {
       client_error(s, i, "A call is already running on this connection.");
       return;
@@ -307,13 +332,16 @@ static void on_client_frame(struct sup *s, int i, const struct frame *f) {
       client_error(s, i, "Internal server error.");
       return;
     }
+    cleanup_cjson cJSON *req = cJSON_ParseWithLength(f->payload, f->len);
+    const cJSON *rid = cJSON_GetObjectItemCaseSensitive(req, "rpc_id");
+    snprintf(c->rpc_id, sizeof(c->rpc_id), "%s", cJSON_IsString(rid) ? rid->valuestring : "");
     c->has_request = true;
     c->queued_at = now_ms();
     maybe_start_next(s);
     break;
+  }
   case FRAME_CANCEL:
-    if (s->call_active && s->started)
-      frame_write(s->exec_in, FRAME_CANCEL, NULL, 0);
+    cancel_call(s, f->payload, f->len);
     break;
   case FRAME_QUIT:
     s->quit = true;

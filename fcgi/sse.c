@@ -1,0 +1,51 @@
+#include "config.h"
+
+#include "sse.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sandbox/util.h"
+
+static int put(struct sse *s, const char *data, size_t len) {
+  if (s->broken)
+    return -1;
+  if (s->sink->write(s->sink->opaque, data, len) < 0 || (s->sink->flush && s->sink->flush(s->sink->opaque) < 0)) {
+    s->broken = true;
+    return -1;
+  }
+  return 0;
+}
+
+int sse_begin(struct sse *s, struct http_sink *sink, bool priming) {
+  memset(s, 0, sizeof(*s));
+  s->sink = sink;
+  char rnd[33];
+  random_hex32(rnd);
+  snprintf(s->prefix, sizeof(s->prefix), "%.12s", rnd);
+  static const char *const headers[] = {"Cache-Control: no-cache, no-transform", "X-Accel-Buffering: no", NULL};
+  if (http_begin(sink, 200, "text/event-stream", headers) < 0) {
+    s->broken = true;
+    return -1;
+  }
+  s->started = true;
+  if (!priming)
+    return put(s, ": stream\n\n", 11);
+  char ev[64];
+  int n = snprintf(ev, sizeof(ev), "id: %s-%u\ndata: \n\n", s->prefix, s->next++);
+  return put(s, ev, (size_t)n);
+}
+
+int sse_send(struct sse *s, const cJSON *msg) {
+  cleanup_free char *json = cJSON_PrintUnformatted(msg);
+  if (json == NULL)
+    return -1;
+  /* cJSON escapes newlines inside strings: the data is one line. */
+  char head[64];
+  int n = snprintf(head, sizeof(head), "id: %s-%u\nevent: message\ndata: ", s->prefix, s->next++);
+  cleanup_buf struct buf ev = {0};
+  if (buf_append(&ev, head, (size_t)n) < 0 || buf_append(&ev, json, strlen(json)) < 0 ||
+      buf_append(&ev, "\n\n", 2) < 0)
+    return -1;
+  return put(s, ev.data, ev.len);
+}

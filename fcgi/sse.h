@@ -1,0 +1,27 @@
+/* Server-sent events for one response (a tools/call answered as a stream):
+ * the head, an optional priming event, JSON-RPC messages as events, each
+ * flushed at once (nginx passes them through unbuffered).  A client that
+ * went away only makes later writes no-ops: the call goes on. */
+#ifndef MCP_SSE_H
+#define MCP_SSE_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#include "http.h"
+
+struct sse {
+  struct http_sink *sink;
+  bool started;
+  bool broken; /* a write failed: the client is gone */
+  unsigned next;
+  char prefix[20];
+};
+
+/* Send the head; with priming, an event with an id and empty data first
+ * (2025-11-25: lets a client resume). */
+int sse_begin(struct sse *s, struct http_sink *sink, bool priming);
+/* One JSON-RPC message as an event. */
+int sse_send(struct sse *s, const cJSON *msg);
+
+#endif

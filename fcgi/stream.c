@@ -1,0 +1,163 @@
+/* A tools/call answered as a stream (SSE): progress notifications about
+ * once a second when the request carried _meta.progressToken, stdout and
+ * stderr lines as notifications/message when the session set a log level
+ * (logging/setLevel), then the result.  A cancelled call gets no response. */
+#include "config.h"
+
+#include "stream.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sandbox/util.h"
+#include "tools.h"
+
+#define LOG_LEVEL_FILE "log_level"
+#define MAX_LINE 8192
+
+static const char *const levels[] = {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"};
+
+int log_level_index(const char *name) {
+  for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
+    if (strcmp(levels[i], name) == 0)
+      return (int)i;
+  return -1;
+}
+
+int logging_set_level(struct rpc_call *c) {
+  const cJSON *level = cJSON_GetObjectItemCaseSensitive(c->params, "level");
+  if (!cJSON_IsString(level) || log_level_index(level->valuestring) < 0)
+    return rpc_fail(c, RPC_INVALID_PARAMS,
+                    "logging/setLevel: level must be one of debug, info, notice, warning, error, critical, alert, "
+                    "emergency");
+  mcp_error_t err = NULL;
+  if (write_file_atomic(c->session->dirfd, LOG_LEVEL_FILE, level->valuestring, strlen(level->valuestring), 0600,
+                        &err) < 0) {
+    mcp_error_log_release(&err, "logging/setLevel");
+    return rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+  }
+  c->result = cJSON_CreateObject();
+  return 0;
+}
+
+static int session_log_level(int dirfd) {
+  cleanup_free char *text = NULL;
+  mcp_error_t err = NULL;
+  if (read_file_at(dirfd, LOG_LEVEL_FILE, 64, &text, NULL, &err) < 0) {
+    mcp_error_release(&err);
+    return -1;
+  }
+  return log_level_index(text);
+}
+
+void call_stream_init(struct call_stream *cs, struct rpc_call *c, int timeout_s) {
+  memset(cs, 0, sizeof(*cs));
+  cs->c = c;
+  cs->timeout_s = timeout_s;
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(c->params, "_meta");
+  const cJSON *tok = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
+  if (cJSON_IsString(tok) || cJSON_IsNumber(tok))
+    cs->progress_token = tok;
+  cs->log_min = session_log_level(c->session->dirfd);
+  /* Stream when the client takes it: progress and log lines need it. */
+  if (!http_accepts(c->http->accept, "text/event-stream"))
+    return;
+  const char *v = c->http->protocol_version;
+  bool priming = v != NULL && strcmp(v, "2025-11-25") >= 0;
+  sse_begin(&cs->sse, c->sink, priming);
+  cs->sse_on = true;
+}
+
+static void notify(struct call_stream *cs, const char *method, cJSON *params) {
+  cleanup_cjson cJSON *n = cJSON_CreateObject();
+  cJSON_AddStringToObject(n, "jsonrpc", "2.0");
+  cJSON_AddStringToObject(n, "method", method);
+  cJSON_AddItemToObject(n, "params", params);
+  sse_send(&cs->sse, n);
+}
+
+static void progress(struct call_stream *cs, size_t elapsed_ms) {
+  int secs = (int)(elapsed_ms / 1000);
+  if (cs->progress_token == NULL || secs <= cs->last_progress)
+    return; /* progress strictly increases */
+  cs->last_progress = secs;
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(cs->progress_token, 1));
+  cJSON_AddNumberToObject(p, "progress", secs);
+  cJSON_AddNumberToObject(p, "total", cs->timeout_s);
+  char msg[96];
+  snprintf(msg, sizeof(msg), "running: %d s of at most %d s", secs, cs->timeout_s);
+  cJSON_AddStringToObject(p, "message", msg);
+  notify(cs, "notifications/progress", p);
+}
+
+static void log_line(struct call_stream *cs, int stream, const char *line, size_t len) {
+  cleanup_free char *text = utf8_sanitize(line, len);
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddStringToObject(p, "level", stream == 0 ? "info" : "warning");
+  cJSON_AddStringToObject(p, "logger", stream == 0 ? "stdout" : "stderr");
+  cJSON_AddStringToObject(p, "data", text ? text : "");
+  notify(cs, "notifications/message", p);
+}
+
+/* Whole lines go out as they complete; a very long line in pieces. */
+static void output(struct call_stream *cs, int stream, const char *data, size_t len) {
+  int level = stream == 0 ? 1 : 3; /* info, warning */
+  if (cs->log_min < 0 || level < cs->log_min)
+    return;
+  struct buf *b = &cs->line[stream];
+  for (size_t i = 0; i < len; i++) {
+    if (data[i] == '\n') {
+      log_line(cs, stream, b->data ? b->data : "", b->len);
+      b->len = 0;
+    } else {
+      buf_append(b, data + i, 1);
+      if (b->len >= MAX_LINE) {
+        log_line(cs, stream, b->data, b->len);
+        b->len = 0;
+      }
+    }
+  }
+}
+
+void call_stream_event(void *opaque, int type, const char *data, size_t len) {
+  struct call_stream *cs = opaque;
+  if (!cs->sse_on || cs->sse.broken)
+    return; /* a client that left does not stop the call */
+  if (type == 'T')
+    progress(cs, len);
+  else if (type == 'O' || type == 'E')
+    output(cs, type == 'O' ? 0 : 1, data, len);
+}
+
+int call_stream_finish(struct call_stream *cs, bool cancelled) {
+  for (int i = 0; i < 2; i++) {
+    if (cs->sse_on && cs->line[i].len > 0 && !cancelled)
+      log_line(cs, i, cs->line[i].data, cs->line[i].len);
+    buf_free(&cs->line[i]);
+  }
+  struct rpc_call *c = cs->c;
+  if (!cs->sse_on) {
+    if (cancelled) {
+      cJSON_Delete(c->result);
+      c->result = NULL;
+      return rpc_fail(c, -32800, "Request cancelled");
+    }
+    return 0;
+  }
+  /* A cancelled request gets no response: the stream just ends. */
+  if (!cancelled) {
+    cleanup_cjson cJSON *msg = cJSON_CreateObject();
+    cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
+    cJSON_AddItemToObject(msg, "id", cJSON_Duplicate(c->id, 1));
+    if (c->result != NULL) {
+      cJSON_AddItemToObject(msg, "result", steal_pointer(&c->result));
+    } else {
+      cJSON *e = cJSON_AddObjectToObject(msg, "error");
+      cJSON_AddNumberToObject(e, "code", c->error_code ? c->error_code : RPC_INTERNAL_ERROR);
+      cJSON_AddStringToObject(e, "message", c->error_message[0] ? c->error_message : "Internal error");
+    }
+    sse_send(&cs->sse, msg);
+  }
+  return 1; /* answered on the stream */
+}

@@ -1,0 +1,35 @@
+/* A tools/call answered as a stream (see stream.c). */
+#ifndef MCP_STREAM_H
+#define MCP_STREAM_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#include "mcp.h"
+#include "sandbox/util.h"
+#include "sse.h"
+
+struct call_stream {
+  struct rpc_call *c;
+  struct sse sse;
+  bool sse_on;
+  const cJSON *progress_token; /* params._meta.progressToken, or NULL */
+  int log_min;                 /* the session's log level index, -1: none set */
+  int timeout_s;
+  int last_progress;
+  struct buf line[2]; /* partial stdout and stderr lines */
+};
+
+/* Decide how to answer; when the client accepts SSE, send the head now. */
+void call_stream_init(struct call_stream *cs, struct rpc_call *c, int timeout_s);
+/* call_event_fn for sandbox_call(). */
+void call_stream_event(void *opaque, int type, const char *data, size_t len);
+/* Send c->result (or its error) on the stream; nothing when cancelled.
+ * Returns 1 when answered on the stream, 0 or -1 (rpc error) otherwise. */
+int call_stream_finish(struct call_stream *cs, bool cancelled);
+
+int log_level_index(const char *name);
+/* logging/setLevel: the session's level for notifications/message. */
+int logging_set_level(struct rpc_call *c);
+
+#endif
