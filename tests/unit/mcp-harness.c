@@ -233,6 +233,55 @@ struct http_request post_request(const char *body, const char *session_id) {
   return req;
 }
 
+/* Events are separated by a blank line; data: lines carry one JSON-RPC
+ * message each.  The response (result or error) must be the last one. */
+static void parse_sse(struct response *r) {
+  r->sse = true;
+  r->sse_valid = true;
+  r->events = cJSON_CreateArray();
+  const char *p = r->body, *end = r->body + r->body_len;
+  bool first = true;
+  while (p < end) {
+    const char *stop = strstr(p, "\n\n");
+    if (stop == NULL || stop > end) {
+      r->sse_valid = false; /* an unterminated event */
+      break;
+    }
+    struct buf data = {0};
+    bool has_id = false, has_data = false;
+    for (const char *line = p; line < stop;) {
+      const char *nl = memchr(line, '\n', (size_t)(stop - line));
+      size_t n = nl ? (size_t)(nl - line) : (size_t)(stop - line);
+      if (n >= 3 && strncmp(line, "id:", 3) == 0)
+        has_id = true;
+      if (n >= 5 && strncmp(line, "data:", 5) == 0) {
+        const char *v = line + 5 + (n > 5 && line[5] == ' ');
+        if (has_data)
+          buf_append(&data, "\n", 1);
+        buf_append(&data, v, n - (size_t)(v - line));
+        has_data = true;
+      }
+      line += n + 1;
+    }
+    if (first)
+      r->sse_primed = has_id && has_data && data.len == 0;
+    first = false;
+    if (data.len > 0) {
+      cJSON *m = cJSON_ParseWithLength(data.data, data.len);
+      if (m == NULL || r->json != NULL)
+        r->sse_valid = false; /* not JSON, or something after the response */
+      if (m != NULL && (jget(m, "result") != NULL || jget(m, "error") != NULL) && r->json == NULL)
+        r->json = m;
+      else if (m != NULL)
+        cJSON_AddItemToArray(r->events, m);
+    }
+    buf_free(&data);
+    p = stop + 2;
+  }
+  if (r->json == NULL)
+    r->sse_valid = false;
+}
+
 void serve(struct harness *h, const struct http_request *req, struct response *r) {
   memset(r, 0, sizeof(*r));
   struct sink_buf s = {{0}};
@@ -245,13 +294,17 @@ void serve(struct harness *h, const struct http_request *req, struct response *r
   if (sscanf(r->raw, "Status: %d ", &r->status) != 1)
     r->status = -1;
   const char *end = strstr(r->raw, "\r\n\r\n");
-  if (end != NULL) {
-    r->body = end + 4;
-    r->body_len = r->raw_len - (size_t)(r->body - r->raw);
-    r->json = cJSON_ParseWithLength(r->body, r->body_len);
-  } else {
+  if (end == NULL) {
     r->body = "";
+    return;
   }
+  r->body = end + 4;
+  r->body_len = r->raw_len - (size_t)(r->body - r->raw);
+  const char *ct = header(r, "Content-Type");
+  if (ct != NULL && strcmp(ct, "text/event-stream") == 0)
+    parse_sse(r);
+  else
+    r->json = cJSON_ParseWithLength(r->body, r->body_len);
 }
 
 void post(struct harness *h, const char *session_id, const char *body, struct response *r) {
@@ -262,6 +315,7 @@ void post(struct harness *h, const char *session_id, const char *body, struct re
 void response_free(struct response *r) {
   free(r->raw);
   cJSON_Delete(r->json);
+  cJSON_Delete(r->events);
   memset(r, 0, sizeof(*r));
 }
 
@@ -339,8 +393,12 @@ double jnum(const cJSON *o, const char *path) {
 
 void is_rpc_error(struct response *r, int status, int code, const char *message_part, const char *what) {
   is_int(r->status, status, "%s: HTTP %d", what, status);
+  /* An error of a request may come on the request's stream, with 200. */
   const char *ct = header(r, "Content-Type");
-  is_str(ct, "application/json", "%s: a JSON body", what);
+  if (status == 200 && r->sse)
+    ok(r->sse_valid, "%s: a well-formed event stream", what);
+  else
+    is_str(ct, "application/json", "%s: a JSON body", what);
   ok(r->json != NULL && cJSON_IsString(jget(r->json, "jsonrpc")) && strcmp(jstr(r->json, "jsonrpc"), "2.0") == 0 &&
          jget(r->json, "result") == NULL,
      "%s: a JSON-RPC error response", what);
@@ -350,7 +408,7 @@ void is_rpc_error(struct response *r, int status, int code, const char *message_
 
 const cJSON *rpc_result(struct response *r, const char *what) {
   const cJSON *res = jget(r->json, "result");
-  if (!ok(r->status == 200 && res != NULL, "%s: HTTP 200 with a result", what))
+  if (!ok(r->status == 200 && res != NULL && (!r->sse || r->sse_valid), "%s: HTTP 200 with a result", what))
     diag("got: %.500s", r->raw);
   return res;
 }

@@ -39,7 +39,12 @@ struct response {
   size_t raw_len;
   const char *body; /* inside raw */
   size_t body_len;
-  cJSON *json;     /* the body parsed, or NULL */
+  cJSON *json; /* the JSON body, or the response event of a stream; NULL: none */
+  /* text/event-stream answers (MCP allows either for a request): */
+  bool sse;
+  bool sse_primed; /* the first event has an id and empty data */
+  bool sse_valid;  /* every event parsed; exactly one response, last */
+  cJSON *events;   /* the messages before the response (notifications) */
   char value[512]; /* last header value looked up */
 };
 

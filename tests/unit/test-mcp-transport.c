@@ -109,13 +109,15 @@ static void header_tests(void) {
     is_rpc_error(&r, 406, -32600, "Not Acceptable", what);
     response_free(&r);
   }
-  /* Every answer here is application/json: a client that accepts only
-   * text/event-stream cannot take it (the error sentence, and the SDK's
-   * server, want both types). */
+  /* A client that accepts only text/event-stream cannot take an
+   * application/json body: it gets 406 (what the error sentence and the
+   * SDK's server say: both types are required) or the answer as a stream. */
   req = post_request(PING, sid);
   req.accept = "text/event-stream";
   serve(&h, &req, &r);
-  is_rpc_error(&r, 406, -32600, "Not Acceptable", "Accept 'text/event-stream' without application/json");
+  if (!ok(r.status == 406 || (r.status == 200 && r.sse && r.sse_valid),
+          "Accept 'text/event-stream' alone: 406, or the answer as an event stream"))
+    diag("got: %.300s", r.raw);
   response_free(&r);
   req = post_request(PING, sid);
   req.accept = "*/*";
