@@ -149,10 +149,11 @@ async function close(c) {
  * A print() call in the session must return the right stdout within
  * RESPONSIVE_MS of wall time. Returns the failure message or null.
  */
-async function responsive(c, label) {
+async function responsive(c, label, diag = () => {}) {
   const mark = `alive-${randomToken()}`;
   try {
     const { sc, ms } = await call(c, `print(${JSON.stringify(mark)})\n`);
+    diag(`${label}: print() afterwards took ${ms} ms (sandbox_restarted ${sc.sandbox_restarted})`);
     const problems = [];
     if (sc.stdout !== `${mark}\n`) problems.push(`stdout ${JSON.stringify(sc.stdout)} != ${JSON.stringify(mark + '\n')}`);
     if (sc.exit_code !== 0) problems.push(`exit_code ${sc.exit_code}`);
@@ -192,7 +193,7 @@ function hostileTest(name, { hostile, after: afterwards }) {
         [a, 'same session (A)'],
         [b, 'second session (B)'],
       ]) {
-        const msg = await responsive(c, label);
+        const msg = await responsive(c, label, ctx.diag);
         if (msg) failures.push(new Error(msg));
       }
       if (afterwards) {
