@@ -239,11 +239,15 @@ static void parse_sse(struct response *r) {
   r->sse = true;
   r->sse_valid = true;
   r->events = cJSON_CreateArray();
+  /* NUL is no part of any event this server means to send: a client would
+   * read it into the next field name. */
+  if (memchr(r->body, '\0', r->body_len) != NULL)
+    r->sse_valid = false;
   const char *p = r->body, *end = r->body + r->body_len;
   bool first = true;
   while (p < end) {
-    const char *stop = strstr(p, "\n\n");
-    if (stop == NULL || stop > end) {
+    const char *stop = memmem(p, (size_t)(end - p), "\n\n", 2);
+    if (stop == NULL) {
       r->sse_valid = false; /* an unterminated event */
       break;
     }

@@ -1,0 +1,194 @@
+/* tools/call answered as server-sent events (MCP.md: priming event in
+ * 2025-11-25, progress only with a progressToken and strictly increasing,
+ * log lines after logging/setLevel, a cancelled request gets no response). */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mcp-harness.h"
+#include "sandbox/util.h"
+#include "tap.h"
+
+static struct harness h;
+static char sid[37];
+
+static void tools_call(const char *version, const char *accept, const char *id, const char *params_extra,
+                       const char *args, struct response *r) {
+  char body[2048];
+  snprintf(body, sizeof(body),
+           "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\",\"params\":{%s\"name\":\"execute_python\","
+           "\"arguments\":%s}}",
+           id, params_extra ? params_extra : "", args);
+  struct http_request req = post_request(body, sid);
+  req.protocol_version = version;
+  req.accept = accept;
+  serve(&h, &req, r);
+}
+
+static void framing_tests(void) {
+  struct response r;
+  tools_call("2025-11-25", ACCEPT_BOTH, "\"s1\"", NULL, "{\"code\":\"print('hi')\"}", &r);
+  is_str(header(&r, "Content-Type"), "text/event-stream", "a client that takes both gets a stream");
+  like(header(&r, "Cache-Control"), "no-cache", "that no cache keeps");
+  ok(memchr(r.body, '\0', r.body_len) == NULL, "2025-11-25: no NUL byte in the stream");
+  ok(r.sse_valid, "every event is JSON, the response is the last one");
+  ok(r.sse_primed, "2025-11-25: a priming event (an id, empty data) comes first");
+  is_str(jstr(r.json, "id"), "s1", "the response carries the request id");
+  is_str(jstr(r.json, "result.structuredContent.stdout"), "hi\n", "and the result");
+  is_int(cJSON_GetArraySize(r.events), 0, "no notifications were asked for");
+  response_free(&r);
+
+  tools_call("2025-06-18", ACCEPT_BOTH, "2", NULL, "{\"code\":\"print('hi')\"}", &r);
+  ok(memchr(r.body, '\0', r.body_len) == NULL, "2025-06-18: no NUL byte in the stream");
+  if (!ok(r.sse && r.sse_valid && !r.sse_primed, "2025-06-18: a stream without a priming event"))
+    diag("got: %.*s", (int)(r.raw_len < 400 ? r.raw_len : 400), r.raw);
+  response_free(&r);
+
+  tools_call("2025-11-25", "application/json", "3", NULL, "{\"code\":\"print('hi')\"}", &r);
+  is_str(header(&r, "Content-Type"), "application/json", "a client that takes only JSON gets JSON");
+  is_str(jstr(r.json, "result.structuredContent.stdout"), "hi\n", "with the result");
+  response_free(&r);
+}
+
+static void progress_tests(void) {
+  struct response r;
+  tools_call("2025-11-25", ACCEPT_BOTH, "4", "\"_meta\":{\"progressToken\":\"tok\"},",
+             "{\"code\":\"import time; time.sleep(2.5); print('done')\",\"timeout_seconds\":10}", &r);
+  ok(r.sse_valid, "a call with a progressToken streams");
+  int n = 0;
+  double last = 0;
+  bool increasing = true, tokens = true;
+  const cJSON *ev;
+  cJSON_ArrayForEach(ev, r.events) {
+    if (jstr(ev, "method") == NULL || strcmp(jstr(ev, "method"), "notifications/progress") != 0)
+      continue;
+    n++;
+    double p = jnum(ev, "params.progress");
+    increasing &= p > last;
+    last = p;
+    tokens &= jstr(ev, "params.progressToken") != NULL && strcmp(jstr(ev, "params.progressToken"), "tok") == 0;
+  }
+  ok(n >= 1, "notifications/progress arrive during the call (%d)", n);
+  ok(increasing, "progress strictly increases");
+  ok(tokens, "each names the request's progressToken");
+  is_str(jstr(r.json, "result.structuredContent.stdout"), "done\n", "then the result");
+  response_free(&r);
+
+  tools_call("2025-11-25", ACCEPT_BOTH, "5", NULL, "{\"code\":\"import time; time.sleep(1.5)\"}", &r);
+  n = 0;
+  cJSON_ArrayForEach(ev, r.events) n += jstr(ev, "method") && !strcmp(jstr(ev, "method"), "notifications/progress");
+  is_int(n, 0, "no progress without a progressToken");
+  response_free(&r);
+}
+
+static void logging_tests(void) {
+  struct response r;
+  post(&h, sid, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"logging/setLevel\",\"params\":{\"level\":\"loud\"}}", &r);
+  is_rpc_error(&r, 200, -32602, "level must be one of", "logging/setLevel with an unknown level");
+  response_free(&r);
+  post(&h, sid, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"logging/setLevel\",\"params\":{\"level\":\"info\"}}", &r);
+  ok(rpc_result(&r, "logging/setLevel info") != NULL, "logging/setLevel info");
+  response_free(&r);
+  tools_call("2025-11-25", ACCEPT_BOTH, "8", NULL,
+             "{\"code\":\"import sys; print('one'); print('two'); print('oops', file=sys.stderr)\"}", &r);
+  ok(r.sse_valid, "a call after setLevel streams");
+  struct buf out = {0}, err = {0};
+  const cJSON *ev;
+  cJSON_ArrayForEach(ev, r.events) {
+    if (jstr(ev, "method") == NULL || strcmp(jstr(ev, "method"), "notifications/message") != 0)
+      continue;
+    const char *logger = jstr(ev, "params.logger"), *data = jstr(ev, "params.data");
+    const char *level = jstr(ev, "params.level");
+    if (logger && data && level && !strcmp(logger, "stdout") && !strcmp(level, "info")) {
+      buf_append(&out, data, strlen(data));
+      buf_append(&out, "|", 1);
+    }
+    if (logger && data && level && !strcmp(logger, "stderr") && !strcmp(level, "warning")) {
+      buf_append(&err, data, strlen(data));
+      buf_append(&err, "|", 1);
+    }
+  }
+  is_str(out.data, "one|two|", "stdout lines arrive as info messages, one per line");
+  is_str(err.data, "oops|", "stderr lines as warnings");
+  buf_free(&out);
+  buf_free(&err);
+  response_free(&r);
+  post(&h, sid, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"logging/setLevel\",\"params\":{\"level\":\"error\"}}", &r);
+  response_free(&r);
+  tools_call("2025-11-25", ACCEPT_BOTH, "10", NULL, "{\"code\":\"print('quiet')\"}", &r);
+  is_int(cJSON_GetArraySize(r.events), 0, "at level error, no info lines");
+  response_free(&r);
+}
+
+struct bg {
+  const char *accept;
+  struct response r;
+  int64_t took;
+};
+
+static void *cancel_target(void *opaque) {
+  struct bg *b = opaque;
+  int64_t t0 = now_ms();
+  tools_call("2025-11-25", b->accept, "77", NULL,
+             "{\"code\":\"import os, time; open('sleeper.pid', 'w').write(str(os.getpid())); time.sleep(30)\","
+             "\"timeout_seconds\":60}",
+             &b->r);
+  b->took = now_ms() - t0;
+  return NULL;
+}
+
+static void cancel_tests(const char *accept) {
+  struct bg b = {.accept = accept};
+  pthread_t t;
+  pthread_create(&t, NULL, cancel_target, &b);
+  usleep(1000000);
+  struct response r;
+  post(&h, sid,
+       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":77,\"reason\":\"unit\"}}",
+       &r);
+  is_int(r.status, 202, "%s: notifications/cancelled is accepted", accept);
+  response_free(&r);
+  pthread_join(t, NULL);
+  ok(b.took < 10000, "%s: the cancelled call ends soon (%lld ms)", accept, (long long)b.took);
+  if (b.r.sse) {
+    ok(b.r.json == NULL, "%s: a cancelled request gets no response on its stream", accept);
+  } else {
+    is_int(jnum(b.r.json, "error.code"), -32800, "%s: without a stream, the request ends with -32800", accept);
+  }
+  response_free(&b.r);
+  tools_call("2025-11-25", ACCEPT_BOTH, "78", NULL, "{\"code\":\"print(open('sleeper.pid').read())\"}", &r);
+  int pid = jstr(r.json, "result.structuredContent.stdout") ? atoi(jstr(r.json, "result.structuredContent.stdout")) : 0;
+  ok(pid > 0, "%s: the session works after the cancellation", accept);
+  response_free(&r);
+  char p[64];
+  snprintf(p, sizeof(p), "/proc/%d/cmdline", pid);
+  bool alive = true;
+  for (int i = 0; i < 100 && alive; i++) {
+    FILE *f = fopen(p, "r");
+    alive = f != NULL && fgetc(f) != EOF; /* a zombie has an empty command line */
+    if (f)
+      fclose(f);
+    if (alive)
+      usleep(20000);
+  }
+  ok(pid > 0 && !alive, "%s: the cancelled code is no longer running", accept);
+}
+
+int main(void) {
+  harness_setup(&h);
+  if (!initialize(&h, TEST_TOKEN, sid))
+    bail_out("initialize does not work; nothing else can be tested");
+  framing_tests();
+  progress_tests();
+  logging_tests();
+  cancel_tests(ACCEPT_BOTH);
+  cancel_tests("application/json");
+  is_int(delete_session(&h, TEST_TOKEN, sid), 204, "DELETE the session");
+  is_int(processes_after_delete(&h, sid, 3000), 0, "its supervisor and executor are gone");
+  harness_teardown(&h);
+  return done_testing();
+}
