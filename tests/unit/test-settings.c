@@ -65,7 +65,6 @@ static void defaults_tests(void) {
   is_int(c.idle_timeout, 600, "default idle_timeout");
   is_int(c.sandbox_uid, 1000, "default sandbox_uid");
   is_str(c.allowed_origins, "", "no extra origins by default");
-  is_str(c.cgroup_parent, "mcp-sandbox", "default cgroup_parent");
   is_int(c.sandbox_memory, 0, "sandbox_memory 0: derived from memory_limit");
   is_int(c.workspace_quota, 1 << 30, "default workspace_quota");
 }
@@ -122,7 +121,7 @@ static void set_tests(void) {
   is_int(config_set(&c, "sandbox_memory", "0", &err), 0, "sandbox_memory may be 0");
   is_int(config_set(&c, "sandbox_memory", "2G", &err), 0, "or a size");
   is_int(c.sandbox_memory, (int64_t)2 << 30, "which is set");
-  set_fails(&c, "sandbox_pids", "127", "configuration key sandbox_pids: `127` is not a number between 128 and 4194304");
+  set_fails(&c, "nproc_limit", "7", "configuration key nproc_limit: `7` is not a number between 8 and 100000");
   is_int(config_set(&c, "cgroup_parent", "", &err), 0, "an empty cgroup_parent turns cgroups off");
   is_int(config_set(&c, "backend", "direct", &err), 0, "a string key");
   is_str(c.backend, "direct", "is set");
