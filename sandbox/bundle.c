@@ -96,10 +96,10 @@ static int build_process(cJSON *root, const struct bundle_spec *s) {
     snprintf(mods, sizeof(mods), "--preload=%s", s->preload_modules);
     cJSON_AddItemToArray(args, cJSON_CreateString(mods));
   }
-  cJSON *env = cJSON_AddArrayToObject(p, "env");
-  cJSON_AddItemToArray(env, cJSON_CreateString("PATH=/usr/local/bin:/usr/bin:/bin"));
-  cJSON_AddItemToArray(env, cJSON_CreateString("LANG=C.UTF-8"));
-  cJSON_AddItemToArray(env, cJSON_CreateString("HOME=" SANDBOX_WORKDIR));
+  /* The executor needs no environment (each call's is built from scratch),
+   * and gVisor lets the calls read /proc/1/environ: keep it empty.  Python
+   * starts in UTF-8 mode under the C locale by itself (PEP 538/540). */
+  cJSON_AddArrayToObject(p, "env");
   cJSON_AddStringToObject(p, "cwd", "/");
   cJSON_AddBoolToObject(p, "noNewPrivileges", 1);
   cJSON *caps = cJSON_AddObjectToObject(p, "capabilities");

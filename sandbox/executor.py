@@ -250,6 +250,8 @@ def run_child(req, out_w, err_w, status_w):
             os.setgroups([])
             os.setgid(ARGS["gid"])
             os.setuid(ARGS["uid"])
+            # The call's own /proc/self must stay readable to it.
+            set_dumpable(True)
         os.chdir(ARGS["workdir"])
         os.umask(0o022)
         os.environ.clear()
@@ -505,8 +507,21 @@ def run_call(req, reader, wake_r):
     write_frame(b"D", json.dumps(result).encode())
 
 
+def set_dumpable(on):
+    """PR_SET_DUMPABLE: while 0, /proc/<pid> of this process belongs to root
+    and is closed to the calls' user (its environ, maps, fds)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 1 if on else 0, 0, 0, 0)
+    except Exception:
+        pass
+
+
 def main():
     parse_args(sys.argv[1:])
+    if not ARGS["direct"]:
+        set_dumpable(False)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(wake_w)

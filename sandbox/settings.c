@@ -55,8 +55,8 @@ static const struct key keys[] = {
     INT(nofile_limit, 16, 1048576),
     INT(sandbox_uid, 1, 65534),
     INT(sandbox_gid, 1, 65534),
-    INT(sandbox_pids, 128, 1 << 22),
-    INT(sandboxes_pids, 128, 1 << 22),
+    INT(sandbox_pids, 0, 1 << 22),
+    INT(sandboxes_pids, 0, 1 << 22),
     SIZE(max_body, 1024, (int64_t)1 << 32),
     SIZE(output_limit, 1024, (int64_t)1 << 32),
     SIZE(memory_limit, (int64_t)32 << 20, (int64_t)1 << 40),
@@ -91,18 +91,28 @@ void config_defaults(struct mcp_config *cfg) {
   cfg->max_sessions = 256;
   cfg->max_concurrent = 16;
   cfg->cpu_limit = 60;
-  cfg->nproc_limit = 256;
+  /* A fork bomb of Python processes must hit this before the sandbox's
+   * memory backstop (each forked interpreter soon owns ~6 MiB). */
+  cfg->nproc_limit = 128;
   cfg->nofile_limit = 1024;
   cfg->sandbox_uid = 1000;
   cfg->sandbox_gid = 1000;
-  snprintf(cfg->cgroup_parent, sizeof(cfg->cgroup_parent), "mcp-sandbox");
+  /* "auto": mcp-sandbox-<hash of state_dir>, so that two services on one
+   * machine never touch each other's cgroups (see validate()). */
+  snprintf(cfg->cgroup_parent, sizeof(cfg->cgroup_parent), "auto");
   snprintf(cfg->package_index, sizeof(cfg->package_index), "https://pypi.org/simple");
   snprintf(cfg->package_user, sizeof(cfg->package_user), "nobody");
   cfg->package_timeout = 120;
-  /* The sentry needs ~65 host tasks of its own and one per sandbox task
-   * (ptrace platform); the call's RLIMIT_NPROC stops fork bombs first. */
-  cfg->sandbox_pids = 1024;
-  cfg->sandboxes_pids = 32768;
+  /* Host tasks, not sandbox processes: the sentry needs ~65 of its own,
+   * about six per idle sandbox process on the ptrace platform, and many
+   * more while processes keep calling fork (measured: a fork bomb held at
+   * 128 processes by RLIMIT_NPROC peaks at ~3,600 host tasks).  The call's
+   * RLIMIT_NPROC must stop a bomb well before this backstop, which kills
+   * the whole sandbox.  0 = 32 x nproc_limit + 512. */
+  cfg->sandbox_pids = 0;
+  /* All sandboxes together stay well below the host's pid_max: 0 = 3/4. */
+  cfg->sandboxes_pids = 0;
+
   cfg->max_body = 10 << 20;
   cfg->output_limit = 1 << 20;
   cfg->memory_limit = (uint64_t)512 << 20;
@@ -223,6 +233,26 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key backend must be runsc or direct");
   if (cfg->timeout_default > cfg->timeout_max)
     cfg->timeout_default = cfg->timeout_max;
+  if (cfg->sandbox_pids == 0)
+    cfg->sandbox_pids = 32 * cfg->nproc_limit + 512;
+  if (cfg->sandboxes_pids == 0) {
+    long pid_max = 32768;
+    FILE *f = fopen("/proc/sys/kernel/pid_max", "re");
+    if (f != NULL) {
+      if (fscanf(f, "%ld", &pid_max) != 1)
+        pid_max = 32768;
+      fclose(f);
+    }
+    cfg->sandboxes_pids = (int)(pid_max / 4 * 3 > (1 << 22) ? (1 << 22) : pid_max / 4 * 3);
+  }
+  if (strcmp(cfg->cgroup_parent, "auto") == 0) {
+    uint32_t h = 2166136261u; /* FNV-1a of the state folder */
+    for (const char *p = cfg->state_dir; *p; p++)
+      h = (h ^ (unsigned char)*p) * 16777619u;
+    snprintf(cfg->cgroup_parent, sizeof(cfg->cgroup_parent), "mcp-sandbox-%08x", h);
+  }
+  if (strchr(cfg->cgroup_parent, '.') != NULL || cfg->cgroup_parent[0] == '/')
+    return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key cgroup_parent must be a relative name without dots");
   if (cfg->responders == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->responders = (int)(n > 0 ? 2 * n : 2);

@@ -26,7 +26,7 @@ struct mcp_config {
   char allowed_origins[1024]; /* comma-separated Origin values accepted besides localhost */
   char python[PATH_MAX];      /* the interpreter inside the sandbox */
   char preload_modules[512];  /* comma-separated modules the executor imports before forking */
-  char cgroup_parent[128];    /* parent cgroup of all sandboxes; "" = no cgroups */
+  char cgroup_parent[128];    /* parent cgroup of all sandboxes; "" = none; "auto" = per state folder */
   char package_index[512];    /* PEP 503 index wheels are fetched from */
   char package_user[64];      /* unprivileged user that fetches them */
   int package_timeout;        /* seconds for one fetch */
