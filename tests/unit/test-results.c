@@ -121,6 +121,12 @@ static void parse_tests(void) {
 static void request_tests(void) {
   struct mcp_config cfg;
   config_defaults(&cfg);
+  /* Values no default has, so that each one is seen to come from cfg. */
+  cfg.output_limit = 12345;
+  cfg.memory_limit = (uint64_t)77 << 20;
+  cfg.cpu_limit = 33;
+  cfg.nproc_limit = 99;
+  cfg.fsize_limit = (uint64_t)5 << 20;
   cJSON *env = cJSON_Parse("{\"A\":\"1\",\"B\":\"two\"}");
   struct call_request req = {.code = "print(1)", .env = env, .timeout_s = 7};
   char *text = call_request_json(&cfg, &req);
@@ -128,11 +134,11 @@ static void request_tests(void) {
   ok(o != NULL, "call_request_json is JSON");
   is_str(cJSON_GetStringValue(cJSON_GetObjectItem(o, "code")), "print(1)", "code");
   is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "timeout_ms")), 7000, "timeout in ms");
-  is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "output_limit")), 1 << 20, "output_limit");
-  is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "memory_bytes")), 512 << 20, "memory_bytes");
-  is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "cpu_seconds")), 60, "cpu_seconds");
-  is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "nproc")), 256, "nproc");
-  is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "fsize_bytes")), 1 << 30, "fsize_bytes");
+  is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "output_limit")), cfg.output_limit, "output_limit");
+  is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "memory_bytes")), cfg.memory_limit, "memory_bytes");
+  is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "cpu_seconds")), cfg.cpu_limit, "cpu_seconds");
+  is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "nproc")), cfg.nproc_limit, "nproc");
+  is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "fsize_bytes")), cfg.fsize_limit, "fsize_bytes");
   ok(cJSON_Compare(cJSON_GetObjectItem(o, "env"), env, 1), "env is passed as given");
   cJSON_Delete(o);
   free(text);

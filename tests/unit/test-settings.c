@@ -65,8 +65,6 @@ static void defaults_tests(void) {
   is_int(c.idle_timeout, 600, "default idle_timeout");
   is_int(c.sandbox_uid, 1000, "default sandbox_uid");
   is_str(c.allowed_origins, "", "no extra origins by default");
-  is_int(c.sandbox_memory, 0, "sandbox_memory 0: derived from memory_limit");
-  is_int(c.workspace_quota, 1 << 30, "default workspace_quota");
 }
 
 static void set_tests(void) {
