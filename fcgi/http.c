@@ -51,6 +51,10 @@ bool http_accepts(const char *accept, const char *type) {
     return false;
   const char *slash = strchr(type, '/');
   size_t major = slash ? (size_t)(slash - type) : strlen(type);
+  /* The most specific matching range decides (RFC 9110 12.5.1): exact 3,
+   * type/star 2, star/star 1; its q=0 excludes. */
+  int best = 0;
+  bool best_ok = false;
   const char *p = accept;
   while (*p) {
     const char *comma = strchr(p, ',');
@@ -59,16 +63,21 @@ bool http_accepts(const char *accept, const char *type) {
     const char *range = p;
     size_t rl = semi ? (size_t)(semi - p) : len;
     trim_span(&range, &rl);
-    bool match = span_eq(range, rl, type) || span_eq(range, rl, "*/*") ||
-                 (rl == major + 2 && strncasecmp(range, type, major) == 0 && range[major] == '/' &&
-                  range[major + 1] == '*');
-    if (match && !(semi && q_zero(semi + 1, len - (size_t)(semi - p) - 1)))
-      return true;
+    int spec = span_eq(range, rl, type) ? 3
+               : (rl == major + 2 && strncasecmp(range, type, major) == 0 && range[major] == '/' &&
+                  range[major + 1] == '*')
+                   ? 2
+               : span_eq(range, rl, "*/*") ? 1
+                                           : 0;
+    if (spec > best) {
+      best = spec;
+      best_ok = !(semi && q_zero(semi + 1, len - (size_t)(semi - p) - 1));
+    }
     if (comma == NULL)
       break;
     p = comma + 1;
   }
-  return false;
+  return best_ok;
 }
 
 bool http_is_json(const char *ct) {

@@ -10,6 +10,7 @@
 #include "json_scan.h"
 #include "sandbox/util.h"
 #include "resources.h"
+#include "sse.h"
 #include "stream.h"
 #include "tools.h"
 
@@ -51,22 +52,42 @@ static int send_json(struct http_sink *sink, int status, cJSON *body, const char
   return http_send(sink, status, "application/json", headers, text, strlen(text));
 }
 
+/* cJSON prints integers above 2^31 or so in exponent form: an id must come
+ * back exactly as sent, so integers are printed here. */
+cJSON *rpc_id_copy(const cJSON *id) {
+  if (id == NULL)
+    return cJSON_CreateNull();
+  if (cJSON_IsNumber(id) && id->valuedouble <= 9007199254740991.0 && id->valuedouble >= -9007199254740991.0 &&
+      id->valuedouble == (double)(int64_t)id->valuedouble) {
+    char num[32];
+    snprintf(num, sizeof(num), "%lld", (long long)id->valuedouble);
+    return cJSON_CreateRaw(num);
+  }
+  return cJSON_Duplicate(id, 1);
+}
+
 static cJSON *rpc_envelope(const cJSON *id) {
   cJSON *o = cJSON_CreateObject();
   if (o == NULL)
     return NULL;
   cJSON_AddStringToObject(o, "jsonrpc", "2.0");
-  cJSON_AddItemToObject(o, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+  cJSON_AddItemToObject(o, "id", rpc_id_copy(id));
   return o;
 }
 
-/* A JSON-RPC error response with HTTP status `status`. */
+/* A JSON-RPC error response with HTTP status `status`; 503 (capacity)
+ * says when to come back. */
 static int send_rpc_error(struct http_sink *sink, int status, const cJSON *id, int code, const char *message) {
   cleanup_cjson cJSON *o = rpc_envelope(id);
   if (o != NULL) {
     cJSON *e = cJSON_AddObjectToObject(o, "error");
     cJSON_AddNumberToObject(e, "code", code);
     cJSON_AddStringToObject(e, "message", message);
+  }
+  if (status == 503) {
+    cleanup_free char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    static const char *const retry[] = {"Retry-After: 10", NULL};
+    return http_send(sink, 503, "application/json", retry, text ? text : "", text ? strlen(text) : 0);
   }
   return send_json(sink, status, o, NULL);
 }
@@ -162,8 +183,9 @@ static bool id_valid(const cJSON *id) {
     return strlen(id->valuestring) <= MAX_STRING_ID;
   if (!cJSON_IsNumber(id))
     return false;
+  /* Range first: converting an out-of-range double is undefined. */
   double d = id->valuedouble;
-  return d == (double)(int64_t)d && d <= 9007199254740991.0 && d >= -9007199254740991.0;
+  return d <= 9007199254740991.0 && d >= -9007199254740991.0 && d == (double)(int64_t)d;
 }
 
 static int cmp_keys(const void *a, const void *b) {
@@ -297,6 +319,16 @@ static int finish_call(struct rpc_call *c, bool streamed) {
   if (o == NULL)
     return send_json(c->sink, 500, NULL, NULL);
   cJSON_AddItemToObject(o, "result", steal_pointer(&c->result));
+  if (!http_accepts(c->http->accept, "application/json")) {
+    /* The client takes only streams: one event. */
+    struct sse s;
+    char hdr[80];
+    snprintf(hdr, sizeof(hdr), "Mcp-Session-Id: %s", c->new_session);
+    const char *headers[] = {hdr, NULL};
+    if (sse_begin_with(&s, c->sink, false, c->new_session[0] ? headers : NULL) < 0)
+      return -1;
+    return sse_send(&s, o);
+  }
   return send_json(c->sink, 200, o, c->new_session[0] ? c->new_session : NULL);
 }
 
@@ -409,6 +441,6 @@ int mcp_serve(struct mcp_ctx *ctx, const struct http_request *req, struct http_s
     return handle_delete(ctx, req, sink);
   if (strcmp(m, "GET") == 0)
     return handle_get(ctx, req, sink);
-  static const char *const allow[] = {"Allow: GET, POST, DELETE", NULL};
+  static const char *const allow[] = {"Allow: POST, DELETE", NULL};
   return send_empty(sink, 405, allow);
 }

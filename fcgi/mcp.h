@@ -47,6 +47,8 @@ typedef int (*rpc_handler)(struct rpc_call *c);
 int mcp_serve(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink);
 
 bool mcp_version_supported(const char *v);
+/* A copy of a JSON-RPC id that prints exactly as it was sent. */
+cJSON *rpc_id_copy(const cJSON *id);
 /* Set c->error_* and return -1. */
 int rpc_fail(struct rpc_call *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

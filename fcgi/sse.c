@@ -18,19 +18,25 @@ static int put(struct sse *s, const char *data, size_t len) {
 }
 
 int sse_begin(struct sse *s, struct http_sink *sink, bool priming) {
+  return sse_begin_with(s, sink, priming, NULL);
+}
+
+int sse_begin_with(struct sse *s, struct http_sink *sink, bool priming, const char *const *extra) {
   memset(s, 0, sizeof(*s));
   s->sink = sink;
   char rnd[33];
   random_hex32(rnd);
   snprintf(s->prefix, sizeof(s->prefix), "%.12s", rnd);
-  static const char *const headers[] = {"Cache-Control: no-cache, no-transform", "X-Accel-Buffering: no", NULL};
+  const char *headers[8] = {"Cache-Control: no-cache, no-transform", "X-Accel-Buffering: no", NULL};
+  for (int i = 2; extra != NULL && *extra != NULL && i < 7; i++)
+    headers[i] = *extra++;
   if (http_begin(sink, 200, "text/event-stream", headers) < 0) {
     s->broken = true;
     return -1;
   }
   s->started = true;
   if (!priming)
-    return put(s, ": stream\n\n", 11);
+    return put(s, ": stream\n\n", 10);
   char ev[64];
   int n = snprintf(ev, sizeof(ev), "id: %s-%u\ndata: \n\n", s->prefix, s->next++);
   return put(s, ev, (size_t)n);

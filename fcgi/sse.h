@@ -21,6 +21,8 @@ struct sse {
 /* Send the head; with priming, an event with an id and empty data first
  * (2025-11-25: lets a client resume). */
 int sse_begin(struct sse *s, struct http_sink *sink, bool priming);
+/* The same with extra response headers ("Name: value", NULL-terminated). */
+int sse_begin_with(struct sse *s, struct http_sink *sink, bool priming, const char *const *extra);
 /* One JSON-RPC message as an event. */
 int sse_send(struct sse *s, const cJSON *msg);
 

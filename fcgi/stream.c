@@ -149,7 +149,7 @@ int call_stream_finish(struct call_stream *cs, bool cancelled) {
   if (!cancelled) {
     cleanup_cjson cJSON *msg = cJSON_CreateObject();
     cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
-    cJSON_AddItemToObject(msg, "id", cJSON_Duplicate(c->id, 1));
+    cJSON_AddItemToObject(msg, "id", rpc_id_copy(c->id));
     if (c->result != NULL) {
       cJSON_AddItemToObject(msg, "result", steal_pointer(&c->result));
     } else {

@@ -186,8 +186,9 @@ int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct py
   }
   const cJSON *to = cJSON_GetObjectItemCaseSensitive(args, "timeout_seconds");
   if (to != NULL && !cJSON_IsNull(to)) {
-    if (!cJSON_IsNumber(to) || to->valuedouble != (double)(int64_t)to->valuedouble || to->valuedouble < 1 ||
-        to->valuedouble > cfg->timeout_max)
+    /* range before the integer test: converting a huge double is undefined */
+    if (!cJSON_IsNumber(to) || to->valuedouble < 1 || to->valuedouble > cfg->timeout_max ||
+        to->valuedouble != (double)(int64_t)to->valuedouble)
       return arg_fail(msg, size, "timeout_seconds must be an integer from 1 to %d", cfg->timeout_max);
     out->timeout_s = (int)to->valuedouble;
   }

@@ -6,7 +6,10 @@
 #include "backend.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -21,7 +24,9 @@ static int direct_start(struct sandbox_ctx *ctx, int stdin_fd, int stdout_fd, mc
   if (pid < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fork");
   if (pid == 0) {
-    setpgid(0, 0);
+    /* Its own session: every call's process group stays inside it, so
+     * destroy() can find them all (not the supervisor's). */
+    setsid();
     if (dup2(stdin_fd, 0) < 0 || dup2(stdout_fd, 1) < 0)
       _exit(127);
     close_fds_from(3);
@@ -34,15 +39,46 @@ static int direct_start(struct sandbox_ctx *ctx, int stdin_fd, int stdout_fd, mc
     execve(argv[0], (char *const *)argv, (char *const *)envp);
     _exit(127);
   }
-  setpgid(pid, pid);
   ctx->pid = pid;
   return 0;
+}
+
+/* SIGKILL every process whose session is sid (field 6 of /proc/PID/stat). */
+static int kill_session(pid_t sid) {
+  cleanup_dir DIR *d = opendir("/proc");
+  if (d == NULL)
+    return -errno;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    char *end;
+    long pid = strtol(de->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0)
+      continue;
+    char path[64], stat[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t r = fd >= 0 ? read(fd, stat, sizeof(stat) - 1) : -1;
+    if (r <= 0)
+      continue;
+    stat[r] = '\0';
+    /* "pid (comm) state ppid pgrp session": comm may hold spaces */
+    char *close_paren = strrchr(stat, ')');
+    int ppid, pgrp, session;
+    char state;
+    if (close_paren == NULL || sscanf(close_paren + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) != 4)
+      continue;
+    if (session == sid && kill((pid_t)pid, SIGKILL) == 0)
+      n++;
+  }
+  return n;
 }
 
 static int direct_destroy(struct sandbox_ctx *ctx, mcp_error_t *err) {
   if (ctx->pid <= 0)
     return 0;
-  kill(-ctx->pid, SIGKILL);
+  /* The executor's calls run in their own process groups of its session. */
+  kill_session(ctx->pid);
   kill(ctx->pid, SIGKILL);
   waitpid(ctx->pid, NULL, 0);
   ctx->pid = -1;

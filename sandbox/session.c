@@ -402,8 +402,21 @@ int supervisor_connect(const struct mcp_config *cfg, int dirfd, bool spawn, int6
   return mcp_fail(err, MCP_ERR_SANDBOX, -fd, "the supervisor did not start listening");
 }
 
+/* A supervisor holds sup.lock from its first instant, before it listens. */
+static bool supervisor_alive(int dirfd) {
+  cleanup_close int fd = openat(dirfd, SUPERVISOR_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  return fd >= 0 && lock_held_elsewhere(fd);
+}
+
 int supervisor_quit(int dirfd, int64_t wait_ms, mcp_error_t *err) {
+  int64_t deadline = now_ms() + wait_ms;
   int r = connect_once(dirfd);
+  /* One that is still starting (DELETE right after initialize) is waited
+   * for: otherwise it would start a sandbox for an ended session. */
+  while (r < 0 && supervisor_alive(dirfd) && now_ms() < deadline) {
+    poll(NULL, 0, 10);
+    r = connect_once(dirfd);
+  }
   if (r < 0)
     return 0; /* nobody listens: nothing to stop */
   cleanup_close int fd = r;
@@ -411,7 +424,8 @@ int supervisor_quit(int dirfd, int64_t wait_ms, mcp_error_t *err) {
     return 0;
   struct frame_reader rd;
   frame_reader_init(&rd, 1 << 20);
-  int64_t deadline = now_ms() + wait_ms;
+  if (deadline < now_ms() + 2000)
+    deadline = now_ms() + 2000; /* the teardown itself */
   for (;;) {
     struct frame f;
     r = frame_read(&rd, fd, deadline, &f);

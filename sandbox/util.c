@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <uuid/uuid.h>
 
@@ -107,6 +108,8 @@ int write_file_atomic(int dirfd, const char *name, const void *data, size_t len,
   return 0;
 }
 
+static int remove_tree_native(int dirfd, const char *name, mcp_error_t *err);
+
 static int remove_children(int dfd, int depth, mcp_error_t *err) {
   if (depth > 4096)
     return mcp_fail(err, MCP_ERR_INTERNAL, ELOOP, "directory tree too deep");
@@ -126,15 +129,19 @@ static int remove_children(int dfd, int depth, mcp_error_t *err) {
       continue;
     if (errno != EISDIR && errno != EPERM)
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "unlink `%s`", de->d_name);
+    /* Sandboxed code may have left folders without read, write or search
+     * permission; as the owner of the tree we may restore them first.  A
+     * symlink is never followed: unlinkat removed it above. */
+    struct stat st;
+    if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+        fchmodat(dfd, de->d_name, 0700, 0) < 0 && errno != EPERM)
+      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", de->d_name);
     cleanup_close int child = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (child < 0) {
       if (errno == ENOENT)
         continue;
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", de->d_name);
     }
-    /* Sandboxed code may have left directories without write or search
-     * permission; as the owner of the tree we may restore them. */
-    fchmod(child, 0700);
     if (remove_children(child, depth + 1, err) < 0)
       return -1;
     if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
@@ -145,9 +152,48 @@ static int remove_children(int dfd, int depth, mcp_error_t *err) {
   return 0;
 }
 
+/* Trees deeper than our fds allow: rm(1) walks them without a descriptor
+ * per level and never follows symlinks or crosses mounts. */
+static int remove_with_rm(int dirfd, const char *name, mcp_error_t *err) {
+  char link[64], path[PATH_MAX];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+  ssize_t n = readlink(link, path, sizeof(path) - 1);
+  if (n < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "readlink %s", link);
+  path[n] = '\0';
+  if (snprintf(path + n, sizeof(path) - (size_t)n, "/%s", name) >= (int)(sizeof(path) - (size_t)n))
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "remove `%s`", name);
+  pid_t pid = fork();
+  if (pid < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fork");
+  if (pid == 0) {
+    const char *argv[] = {"/bin/rm", "-rf", "--one-file-system", "--", path, NULL};
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    ;
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "rm -rf `%s` failed", name);
+  return 0;
+}
+
 int remove_tree_at(int dirfd, const char *name, mcp_error_t *err) {
   if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
     return 0;
+  mcp_error_t mine = NULL;
+  if (remove_tree_native(dirfd, name, &mine) == 0)
+    return 0;
+  if (mine->errno_value != EMFILE && mine->errno_value != ELOOP && mine->errno_value != ENFILE) {
+    *err = mine; /* a real failure, reported as such */
+    return -1;
+  }
+  mcp_error_release(&mine);
+  return remove_with_rm(dirfd, name, err);
+}
+
+static int remove_tree_native(int dirfd, const char *name, mcp_error_t *err) {
   cleanup_close int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT)
