@@ -257,8 +257,12 @@ static int symlink_at(int dirfd, const char *target, const char *name, mcp_error
 static int write_if_changed(int dirfd, const char *name, const char *text, mcp_error_t *err) {
   cleanup_free char *cur = NULL;
   mcp_error_t ignored = NULL;
-  if (read_file_at(dirfd, name, 1 << 16, &cur, NULL, &ignored) == 0 && strcmp(cur, text) == 0)
+  if (read_file_at(dirfd, name, 1 << 16, &cur, NULL, &ignored) == 0 && strcmp(cur, text) == 0) {
+    /* Same content: still repair the mode an older version may have left. */
+    if (fchmodat(dirfd, name, 0644, 0) < 0)
+      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", name);
     return 0;
+  }
   mcp_error_release(&ignored);
   return write_file_atomic(dirfd, name, text, strlen(text), 0644, err);
 }

@@ -16,7 +16,8 @@ const headers = {
 async function call(sid, code) {
   const body = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call',
     params: { name: 'execute_python', arguments: { code } } });
-  const r = await rawRequest('POST', MCP_URL, { ...headers, 'Mcp-Session-Id': sid }, body);
+  // JSON only: with text/event-stream too, tools/call answers as a stream.
+  const r = await rawRequest('POST', MCP_URL, { ...headers, Accept: 'application/json', 'Mcp-Session-Id': sid }, body);
   if (r.status !== 200) throw new Error(`tools/call: HTTP ${r.status}: ${r.body}`);
   return JSON.parse(r.body).result;
 }
