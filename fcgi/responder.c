@@ -3,6 +3,9 @@
 #include "responder.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcgiapp.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -12,16 +15,18 @@
 #include "mcp.h"
 #include "sandbox/util.h"
 
-static volatile sig_atomic_t busy;
-static volatile sig_atomic_t stop_requested;
+/* Requests in progress in this process, and whether SIGTERM came: the
+ * last request to finish after SIGTERM ends the process; idle threads sit
+ * in accept() and need no goodbye. */
+static atomic_int busy;
+static atomic_int stop_requested;
 
 static void on_term(int sig) {
   (void)sig;
-  stop_requested = 1;
-  if (!busy)
+  atomic_store(&stop_requested, 1);
+  if (atomic_load(&busy) == 0)
     _exit(0); /* idle in accept(): nothing to finish */
 }
-
 static int fcgx_write(void *opaque, const char *data, size_t len) {
   FCGX_Stream *out = opaque;
   while (len > 0) {
@@ -83,6 +88,39 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r) {
   mcp_serve(ctx, &req, &sink);
 }
 
+struct worker {
+  const struct mcp_config *cfg;
+  struct store *store;
+  int listen_fd;
+  pthread_mutex_t *accept_lock;
+};
+
+/* One thread: accept a request, answer it, again.  accept() is serialized
+ * as in libfcgi's threaded example. */
+static void *worker_loop(void *arg) {
+  struct worker *w = arg;
+  struct mcp_ctx ctx = {.cfg = w->cfg, .store = w->store};
+  FCGX_Request r;
+  FCGX_InitRequest(&r, w->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR);
+  for (;;) {
+    pthread_mutex_lock(w->accept_lock);
+    int ok = FCGX_Accept_r(&r);
+    pthread_mutex_unlock(w->accept_lock);
+    if (ok < 0) {
+      if (atomic_load(&stop_requested))
+        break;
+      poll(NULL, 0, 10); /* a failed accept: do not spin */
+      continue;
+    }
+    atomic_fetch_add(&busy, 1);
+    serve_one(&ctx, &r);
+    FCGX_Finish_r(&r);
+    if (atomic_fetch_sub(&busy, 1) == 1 && atomic_load(&stop_requested))
+      _exit(0);
+  }
+  return NULL;
+}
+
 int responder_main(const struct mcp_config *cfg, int listen_fd) {
   struct sigaction sa = {.sa_handler = on_term}; /* no SA_RESTART: accept() returns EINTR */
   sigaction(SIGTERM, &sa, NULL);
@@ -99,22 +137,22 @@ int responder_main(const struct mcp_config *cfg, int listen_fd) {
     mcp_error_log_release(&err, "responder");
     return 1;
   }
-  struct mcp_ctx ctx = {.cfg = cfg, .store = &st};
-  FCGX_Request r;
-  FCGX_InitRequest(&r, listen_fd, FCGI_FAIL_ACCEPT_ON_INTR);
-  while (!stop_requested) {
-    busy = 0;
-    if (stop_requested)
-      break;
-    if (FCGX_Accept_r(&r) < 0) {
-      if (stop_requested)
-        break;
-      continue;
-    }
-    busy = 1;
-    serve_one(&ctx, &r);
-    FCGX_Finish_r(&r);
+  pthread_mutex_t accept_lock = PTHREAD_MUTEX_INITIALIZER;
+  struct worker w = {.cfg = cfg, .store = &st, .listen_fd = listen_fd, .accept_lock = &accept_lock};
+  /* Calls block their thread for their whole duration: several threads
+   * per process keep short requests (ping, initialize) answered meanwhile. */
+  int n = cfg->responder_threads;
+  for (int i = 1; i < n; i++) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 1 << 20);
+    if (pthread_create(&t, &attr, worker_loop, &w) != 0)
+      fprintf(stderr, "responder: only %d threads\n", i);
+    pthread_attr_destroy(&attr);
   }
+  worker_loop(&w);
   store_close(&st);
   return 0;
 }

@@ -54,8 +54,9 @@ static int fill(mcp_error_t *err, enum mcp_error_kind kind, int errno_value, cha
   e->kind = kind;
   e->errno_value = errno_value;
   if (msg != NULL && errno_value > 0) {
-    char *with = NULL;
-    if (asprintf(&with, "%s: %s", msg, strerror(errno_value)) >= 0) {
+    char *with = NULL, ebuf[128];
+    /* strerror_r: responders are multi-threaded */
+    if (asprintf(&with, "%s: %s", msg, strerror_r(errno_value, ebuf, sizeof(ebuf))) >= 0) {
       free(msg);
       msg = with;
     }

@@ -179,7 +179,11 @@ def add_user_site():
     sys.path (with their .pth files) like a non-isolated interpreter would."""
     import site
 
-    path = site.getusersitepackages()  # HOME is the workspace
+    # site computed these when the executor started, with its own HOME:
+    # recompute them for the call's (the workspace).
+    site.USER_BASE = None
+    site.USER_SITE = None
+    path = site.getusersitepackages()
     if os.path.isdir(path):
         site.addsitedir(path)
     return path

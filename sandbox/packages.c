@@ -205,7 +205,10 @@ static void summarize(const struct buf *out, const char *tmp_path, char *msg, si
 
 int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, char *msg, size_t size,
                    mcp_error_t *err) {
-  struct passwd *pw = getpwnam(cfg->package_user);
+  struct passwd pwbuf, *pw = NULL;
+  char pwtext[1024];
+  if (getpwnam_r(cfg->package_user, &pwbuf, pwtext, sizeof(pwtext), &pw) != 0)
+    pw = NULL;
   if (pw == NULL || pw->pw_uid == 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, 0, "package_user %s does not exist or is root", cfg->package_user);
   char wheels[PATH_MAX], tmp[64], tmp_path[PATH_MAX + 64], rnd[33];

@@ -43,6 +43,7 @@ static const struct key keys[] = {
     STR(package_user),
     INT(package_timeout, 5, 3600),
     INT(responders, 0, 256),
+    INT(responder_threads, 1, 256),
     INT(idle_timeout, 5, 7 * 86400),
     INT(timeout_default, 1, 86400),
     INT(timeout_max, 1, 86400),
@@ -83,6 +84,7 @@ void config_defaults(struct mcp_config *cfg) {
   snprintf(cfg->runsc_platform, sizeof(cfg->runsc_platform), "ptrace");
   snprintf(cfg->python, sizeof(cfg->python), "/usr/bin/python3");
   cfg->responders = 0;
+  cfg->responder_threads = 8;
   cfg->idle_timeout = 600;
   cfg->timeout_default = 60;
   cfg->timeout_max = 300;

@@ -31,6 +31,7 @@ struct mcp_config {
   char package_user[64];      /* unprivileged user that fetches them */
   int package_timeout;        /* seconds for one fetch */
   int responders;             /* FastCGI responder processes; 0 = 2 x cores */
+  int responder_threads;      /* requests each responder serves at once */
   int idle_timeout;           /* seconds without a request before a session expires */
   int timeout_default;        /* seconds, when a call gives no timeout_seconds */
   int timeout_max;            /* seconds, cap on timeout_seconds */
