@@ -437,7 +437,7 @@ static int run_python(struct rpc_call *c, const cJSON *args) {
   mcp_error_t err = NULL;
   if (sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err) < 0) {
     c->result = tool_error_result(mcp_error_public(err));
-    if (err->kind != MCP_ERR_BUSY)
+    if (err->kind != MCP_ERR_BUSY && err->kind != MCP_ERR_CAPACITY)
       mcp_error_log_release(&err, "tools/call");
     mcp_error_release(&err);
     call_result_free(&res);

@@ -152,6 +152,11 @@ int sandbox_call(const struct mcp_config *cfg, struct session *s, const struct c
   cleanup_free char *json = call_request_json(cfg, req);
   if (json == NULL)
     return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "request");
+  /* A bounded wait for a slot: the waiters are at most the responders'
+   * threads, and each gets a clear answer in the end. */
+  cleanup_close int slot = slot_acquire(cfg, (int64_t)cfg->capacity_wait * 1000, err);
+  if (slot < 0)
+    return -1;
   cleanup_close int fd = supervisor_connect(cfg, s->dirfd, true, 10000, err);
   if (fd < 0)
     return mcp_error_wrap(err, -1, "session %s", s->id);

@@ -33,7 +33,7 @@ int store_prepare(const struct mcp_config *cfg, mcp_error_t *err) {
   /* The state folder is only traversable: nginx's workers reach the socket
    * folder below it, nobody lists or reads sessions but root. */
   fchmod(sfd, 0711);
-  static const char *const dirs[] = {"sessions", "pool", "trash", "runsc", "wheels"};
+  static const char *const dirs[] = {"sessions", "pool", "trash", "runsc", "wheels", "slots"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
     if (mkdirat(sfd, dirs[i], 0700) < 0 && errno != EEXIST)
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", cfg->state_dir, dirs[i]);
@@ -436,4 +436,33 @@ int supervisor_quit(int dirfd, int64_t wait_ms, mcp_error_t *err) {
   if (r == -ETIMEDOUT)
     return mcp_fail(err, MCP_ERR_INTERNAL, ETIMEDOUT, "the supervisor did not stop");
   return 0;
+}
+
+int slot_acquire(const struct mcp_config *cfg, int64_t wait_ms, mcp_error_t *err) {
+  char dir[PATH_MAX];
+  if (config_path(cfg, dir, sizeof(dir), "slots") < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "slots path");
+  cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", dir);
+  int64_t deadline = now_ms() + wait_ms;
+  for (;;) {
+    /* One lock file per execution slot; a held OFD lock is a running call,
+     * released by the kernel even when its responder dies. */
+    for (int i = 0; i < cfg->max_concurrent; i++) {
+      char name[16];
+      snprintf(name, sizeof(name), "%d", i);
+      int fd = openat(dfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+      if (fd < 0)
+        return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open slot %d", i);
+      if (lock_try(fd) == 0)
+        return fd;
+      close(fd);
+    }
+    if (now_ms() >= deadline)
+      return mcp_fail_public(err, MCP_ERR_CAPACITY,
+                             "The server is at capacity (%d calls are running); try again in a moment.",
+                             cfg->max_concurrent);
+    poll(NULL, 0, 25);
+  }
 }

@@ -82,6 +82,10 @@ int slot_prepare(struct store *st, char id_out[33], mcp_error_t *err);
 /* Move a prepared folder under a new name in dst_fd. */
 int slot_publish(struct store *st, const char *id, mcp_error_t *err);
 
+/* Take one of max_concurrent execution slots, waiting up to wait_ms;
+ * returns the fd that holds it (close it to release), or MCP_ERR_CAPACITY. */
+int slot_acquire(const struct mcp_config *cfg, int64_t wait_ms, mcp_error_t *err);
+
 /* Start the supervisor of the folder `name` below dir_fd (double fork: it is
  * adopted by the nearest subreaper, the master). */
 int supervisor_spawn(const struct mcp_config *cfg, int dir_fd, const char *name, mcp_error_t *err);

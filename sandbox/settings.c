@@ -50,7 +50,8 @@ static const struct key keys[] = {
     INT(busy_wait, 0, 3600),
     INT(pool_size, 0, 64),
     INT(max_sessions, 1, 100000),
-    INT(max_concurrent, 1, 4096),
+    INT(max_concurrent, 0, 4096),
+    INT(capacity_wait, 0, 3600),
     INT(cpu_limit, 1, 86400),
     INT(nproc_limit, 8, 100000),
     INT(nofile_limit, 16, 1048576),
@@ -91,7 +92,8 @@ void config_defaults(struct mcp_config *cfg) {
   cfg->busy_wait = 60;
   cfg->pool_size = 2;
   cfg->max_sessions = 256;
-  cfg->max_concurrent = 16;
+  cfg->max_concurrent = 0;
+  cfg->capacity_wait = 10;
   cfg->cpu_limit = 60;
   /* A fork bomb of Python processes must hit this before the sandbox's
    * memory backstop (each forked interpreter soon owns ~6 MiB). */
@@ -255,6 +257,10 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
   }
   if (strchr(cfg->cgroup_parent, '.') != NULL || cfg->cgroup_parent[0] == '/')
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key cgroup_parent must be a relative name without dots");
+  if (cfg->max_concurrent == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->max_concurrent = (int)(n > 0 ? 4 * n : 4);
+  }
   if (cfg->responders == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->responders = (int)(n > 0 ? 2 * n : 2);

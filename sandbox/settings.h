@@ -38,7 +38,8 @@ struct mcp_config {
   int busy_wait;              /* seconds a call waits for a busy session */
   int pool_size;              /* sandboxes started ahead of demand */
   int max_sessions;
-  int max_concurrent;         /* executions at once across the server */
+  int max_concurrent;         /* executions at once across the server; 0 = 4 x cores */
+  int capacity_wait;          /* seconds a call waits for a free execution slot */
   int cpu_limit;              /* CPU seconds per call */
   int nproc_limit;            /* processes/threads of the sandbox user */
   int nofile_limit;

@@ -121,7 +121,11 @@ static void direct_tests(void) {
   if (!ok(start(&sb), "start the direct backend"))
     return;
   ok(sb.ctx.pid > 0 && alive(sb.ctx.pid), "the executor runs (pid %d)", (int)sb.ctx.pid);
+  /* The child makes itself a session leader right after fork: give it a moment. */
+  for (int i = 0; i < 100 && getsid(sb.ctx.pid) != sb.ctx.pid; i++)
+    usleep(10000);
   ok(getpgid(sb.ctx.pid) == sb.ctx.pid, "in its own process group");
+  ok(getsid(sb.ctx.pid) == sb.ctx.pid, "in its own session (destroy() kills the whole session)");
   struct frame f;
   is_int(frame_read(&sb.r, sb.from_exec, now_ms() + 20000, &f), 1, "a frame arrives");
   is_int(f.type, FRAME_READY, "the executor reports readiness first");
