@@ -19,6 +19,7 @@ struct http_request {
   const char *protocol_version; /* HTTP_MCP_PROTOCOL_VERSION */
   const char *token_id;         /* MCP_TOKEN_ID: the name of the bearer token nginx accepted */
   const char *request_id;       /* nginx's $request_id, for logs */
+  const char *endpoint;         /* MCP_ENDPOINT: "metrics" or "healthz" from their nginx locations */
   const char *body;
   size_t body_len;
   bool body_too_large;          /* more than max_body bytes were sent */

@@ -29,6 +29,7 @@
 #include "sandbox/bundle.h"
 #include "sandbox/cgroups.h"
 #include "sandbox/keeper.h"
+#include "sandbox/metrics.h"
 #include "sandbox/session.h"
 #include "sandbox/settings.h"
 #include "sandbox/util.h"
@@ -40,7 +41,13 @@
 static volatile sig_atomic_t stop_signal;
 static volatile sig_atomic_t child_exited;
 
+static volatile sig_atomic_t hangup;
+
 static void on_stop(int sig) { stop_signal = sig; }
+static void on_hangup(int sig) {
+  (void)sig;
+  hangup = 1;
+}
 static void on_child(int sig) {
   (void)sig;
   child_exited = 1;
@@ -67,6 +74,7 @@ static pid_t spawn(struct master *m, bool keeper) {
   signal(SIGCHLD, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   signal(SIGINT, SIG_DFL);
+  signal(SIGHUP, SIG_IGN);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -124,6 +132,11 @@ static int prepare(struct master *m) {
     mcp_error_release(&err);
     return -1;
   }
+  if (metrics_create(&m->cfg, &err) < 0) {
+    fprintf(stderr, "mcp-server: cannot create the counters: %s\n", err->msg);
+    mcp_error_release(&err);
+    return -1;
+  }
   if (strcmp(m->cfg.backend, "runsc") == 0 && cgroups_prepare_parent(&m->cfg, &err) < 0) {
     fprintf(stderr, "mcp-server: cannot prepare the sandboxes' cgroup: %s\n", err->msg);
     mcp_error_release(&err);
@@ -134,6 +147,7 @@ static int prepare(struct master *m) {
 
 /* Too many restarts in a short time means a broken setup: slow down. */
 static void restart_backoff(struct master *m) {
+  METRIC_INC(responder_restarts);
   int64_t now = now_ms();
   if (now - m->restarts_window_start > 10000) {
     m->restarts_window_start = now;
@@ -260,6 +274,8 @@ int main(int argc, char **argv) {
   sigaction(SIGTERM, &stop, NULL);
   sigaction(SIGINT, &stop, NULL);
   sigaction(SIGCHLD, &child, NULL);
+  struct sigaction hup = {.sa_handler = on_hangup};
+  sigaction(SIGHUP, &hup, NULL);
   if (prepare(&m) < 0)
     return 1;
   m.keeper = spawn(&m, true);
@@ -272,12 +288,20 @@ int main(int argc, char **argv) {
   sigaddset(&block, SIGCHLD);
   sigaddset(&block, SIGTERM);
   sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGHUP);
   while (!stop_signal) {
     sigprocmask(SIG_BLOCK, &block, &old);
-    if (!stop_signal && !child_exited)
+    if (!stop_signal && !child_exited && !hangup)
       sigsuspend(&old);
     child_exited = 0;
     sigprocmask(SIG_SETMASK, &old, NULL);
+    if (hangup) {
+      /* Log rotation: the responders reopen the audit log. */
+      hangup = 0;
+      for (int i = 0; i < m.cfg.responders; i++)
+        if (m.responders[i] > 0)
+          kill(m.responders[i], SIGHUP);
+    }
     reap(&m);
   }
   fprintf(stderr, "mcp-server: stopping (signal %d)\n", (int)stop_signal);

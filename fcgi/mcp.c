@@ -10,6 +10,7 @@
 #include "json_scan.h"
 #include "sandbox/util.h"
 #include "resources.h"
+#include "sandbox/metrics.h"
 #include "sse.h"
 #include "stream.h"
 #include "tools.h"
@@ -78,6 +79,7 @@ static cJSON *rpc_envelope(const cJSON *id) {
 /* A JSON-RPC error response with HTTP status `status`; 503 (capacity)
  * says when to come back. */
 static int send_rpc_error(struct http_sink *sink, int status, const cJSON *id, int code, const char *message) {
+  metrics_reject(status);
   cleanup_cjson cJSON *o = rpc_envelope(id);
   if (o != NULL) {
     cJSON *e = cJSON_AddObjectToObject(o, "error");
@@ -119,6 +121,7 @@ static int handle_initialize(struct rpc_call *c) {
   }
   memcpy(c->new_session, s.id, sizeof(c->new_session));
   session_close(&s);
+  METRIC_INC(sessions_created);
 
   cJSON *r = cJSON_CreateObject();
   c->result = r;
@@ -398,6 +401,7 @@ static int handle_delete(struct mcp_ctx *ctx, const struct http_request *req, st
     return 0;
   session_close(&s);
   mcp_error_t err = NULL;
+  METRIC_INC(sessions_ended);
   if (session_destroy(ctx->store, req->session_id, &err) < 0) {
     bool missing = err->kind == MCP_ERR_NOT_FOUND;
     if (!missing && err->kind != MCP_ERR_BUSY)
@@ -423,10 +427,32 @@ static int handle_get(struct mcp_ctx *ctx, const struct http_request *req, struc
                           "\"Method Not Allowed: this server has no standalone SSE stream; use POST\"}}"));
 }
 
+/* /metrics and /healthz: nginx marks them; no token, no Origin rules
+ * (nginx restricts /metrics to loopback). */
+static int serve_endpoint(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
+  if (strcmp(req->endpoint, "metrics") == 0) {
+    cleanup_buf struct buf b = {0};
+    if (metrics_render(ctx->cfg, &b) < 0)
+      return http_send(sink, 503, "text/plain", NULL, "counters unavailable\n", 21);
+    return http_send(sink, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.data ? b.data : "", b.len);
+  }
+  if (strcmp(req->endpoint, "healthz") == 0) {
+    const char *reason = "ok";
+    int r = metrics_health(ctx->cfg, &reason);
+    char body[160];
+    int n = snprintf(body, sizeof(body), "{\"status\":\"%s\",\"reason\":\"%s\"}\n", r == 0 ? "ok" : "unavailable", reason);
+    return http_send(sink, r == 0 ? 200 : 503, "application/json", NULL, body, (size_t)n);
+  }
+  return http_send(sink, 404, "application/json", NULL, "{\"error\":\"not_found\"}\n", 22);
+}
+
 int mcp_serve(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
+  if (req->endpoint != NULL && *req->endpoint != '\0')
+    return serve_endpoint(ctx, req, sink);
   if (!http_origin_allowed(ctx->cfg, req->origin))
     return send_rpc_error(sink, 403, NULL, RPC_INVALID_REQUEST, "Forbidden: Origin not allowed");
   if (req->token_id == NULL || *req->token_id == '\0') {
+    metrics_reject(401);
     /* nginx checks the bearer token and names it; without a name the
      * request did not come through the authenticated path. */
     static const char *const www[] = {"WWW-Authenticate: Bearer realm=\"mcp\"", NULL};
@@ -442,5 +468,6 @@ int mcp_serve(struct mcp_ctx *ctx, const struct http_request *req, struct http_s
   if (strcmp(m, "GET") == 0)
     return handle_get(ctx, req, sink);
   static const char *const allow[] = {"Allow: POST, DELETE", NULL};
+  metrics_reject(405);
   return send_empty(sink, 405, allow);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "http.h"
 #include "mcp.h"
 #include "sandbox/util.h"
@@ -27,6 +28,11 @@ static void on_term(int sig) {
   if (atomic_load(&busy) == 0)
     _exit(0); /* idle in accept(): nothing to finish */
 }
+static void on_hangup(int sig) {
+  (void)sig;
+  audit_reopen(); /* log rotation */
+}
+
 static int fcgx_write(void *opaque, const char *data, size_t len) {
   FCGX_Stream *out = opaque;
   while (len > 0) {
@@ -66,7 +72,11 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r) {
   cleanup_buf struct buf body = {0};
   bool too_large = false;
   struct http_sink sink = {fcgx_write, fcgx_flush, r->out};
-  if (read_body(r, cfg, &body, &too_large) < 0) {
+  /* Without a valid token (nginx names it) the body is not even read. */
+  const char *token = FCGX_GetParam("MCP_TOKEN_ID", r->envp);
+  const char *endpoint = FCGX_GetParam("MCP_ENDPOINT", r->envp);
+  bool authorized = (token != NULL && *token != '\0') || (endpoint != NULL && *endpoint != '\0');
+  if (authorized && read_body(r, cfg, &body, &too_large) < 0) {
     static const char oom[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Internal error\"}}";
     http_send(&sink, 500, "application/json", NULL, oom, sizeof(oom) - 1);
     return;
@@ -81,6 +91,7 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r) {
       .protocol_version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", r->envp),
       .token_id = FCGX_GetParam("MCP_TOKEN_ID", r->envp),
       .request_id = FCGX_GetParam("REQUEST_ID", r->envp),
+      .endpoint = endpoint,
       .body = body.data,
       .body_len = body.len,
       .body_too_large = too_large,
@@ -126,7 +137,8 @@ int responder_main(const struct mcp_config *cfg, int listen_fd) {
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
-  signal(SIGHUP, SIG_IGN);
+  struct sigaction hup = {.sa_handler = on_hangup, .sa_flags = SA_RESTART};
+  sigaction(SIGHUP, &hup, NULL);
   if (FCGX_Init() != 0) {
     fprintf(stderr, "responder: FCGX_Init failed\n");
     return 1;

@@ -7,8 +7,10 @@
 #include <string.h>
 
 #include "files.h"
+#include "audit.h"
 #include "json_scan.h"
 #include "stream.h"
+#include "sandbox/metrics.h"
 #include "sandbox/packages.h"
 #include "sandbox/util.h"
 
@@ -326,7 +328,7 @@ cJSON *python_result(const struct mcp_config *cfg, const struct call_result *res
 
 /* What the call left in /work/output, read while the session is still
  * locked and the sandbox idle (every process of the call has ended). */
-static void add_outputs(struct rpc_call *c) {
+static uint64_t add_outputs(struct rpc_call *c) {
   const struct mcp_config *cfg = c->ctx->cfg;
   struct out_limits lim = {cfg->output_file_max, cfg->output_total_max, cfg->output_files_max};
   struct out_list out;
@@ -336,15 +338,19 @@ static void add_outputs(struct rpc_call *c) {
     mcp_error_log_release(&err, "outputs");
     cJSON_AddArrayToObject(sc, "files");
     cJSON_AddArrayToObject(sc, "skipped_files");
-    return;
+    return 0;
   }
   files_add_outputs(c->result, sc, &out);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < out.n; i++)
+    bytes += out.files[i].len;
   outputs_free(&out);
   /* The text block mirrors structuredContent, files included. */
   cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c->result, "content"), 0);
   cleanup_free char *text = cJSON_PrintUnformatted(sc);
   if (first != NULL && text != NULL)
     cJSON_ReplaceItemInObject(first, "text", cJSON_CreateString(text));
+  return bytes;
 }
 
 #define INSTALLED_FILE "packages.installed"
@@ -416,19 +422,52 @@ static void rpc_id_text(const cJSON *id, char *buf, size_t size) {
   snprintf(buf, size, "%s", t ? t : "");
 }
 
+static enum exec_outcome result_outcome(const struct call_result *r) {
+  if (r->cancelled)
+    return OUTCOME_CANCELLED;
+  if (r->timed_out)
+    return OUTCOME_TIMEOUT;
+  if (r->memory_exceeded || r->memory_error)
+    return OUTCOME_MEMORY;
+  if (r->sandbox_lost)
+    return OUTCOME_SANDBOX;
+  return r->exit_code == 0 ? OUTCOME_OK : OUTCOME_ERROR;
+}
+
+/* Counters and the audit line of one call, whatever its end. */
+static void account(struct rpc_call *c, const struct python_args *pa, const struct call_result *res,
+                    enum exec_outcome outcome, int64_t started) {
+  int64_t ms = now_ms() - started;
+  uint64_t bytes = res ? res->out.len + res->err.len + res->files_bytes : 0;
+  metrics_execution(outcome, ms, c->http->token_id, bytes);
+  if (pa->packages != NULL && res != NULL) {
+    struct metrics *m = metrics_get();
+    if (m != NULL)
+      metrics_add(res->install_error ? &m->package_install_failures : &m->package_installs, 1);
+  }
+  struct audit_entry e = {.tool = "execute_python", .code = pa->code, .packages = pa->packages, .res = res,
+                          .outcome = outcome, .duration_ms = ms, .bytes_returned = bytes};
+  audit_call(c, &e);
+}
+
 static int run_python(struct rpc_call *c, const cJSON *args) {
+  int64_t started = now_ms();
   char msg[300];
   struct python_args pa;
   if (python_args_parse(c->ctx->cfg, args, &pa, msg, sizeof(msg)) < 0) {
     char sentence[340];
     snprintf(sentence, sizeof(sentence), "Invalid arguments: %s.", msg);
     c->result = tool_error_result(sentence);
+    struct python_args none = {.code = NULL};
+    account(c, &none, NULL, OUTCOME_REFUSED, started);
     return 0;
   }
   struct call_stream cs;
   call_stream_init(&cs, c, pa.timeout_s);
-  if (pa.packages != NULL && fetch_packages(c, pa.packages) < 0)
+  if (pa.packages != NULL && fetch_packages(c, pa.packages) < 0) {
+    account(c, &pa, NULL, OUTCOME_REFUSED, started);
     return call_stream_finish(&cs, false);
+  }
   char rpc_id[300];
   rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
   struct call_request req = {.code = pa.code, .env = pa.env, .files = pa.files, .packages = pa.packages,
@@ -437,9 +476,11 @@ static int run_python(struct rpc_call *c, const cJSON *args) {
   mcp_error_t err = NULL;
   if (sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err) < 0) {
     c->result = tool_error_result(mcp_error_public(err));
-    if (err->kind != MCP_ERR_BUSY && err->kind != MCP_ERR_CAPACITY)
+    bool busy = err->kind == MCP_ERR_BUSY || err->kind == MCP_ERR_CAPACITY;
+    if (!busy)
       mcp_error_log_release(&err, "tools/call");
     mcp_error_release(&err);
+    account(c, &pa, NULL, busy ? OUTCOME_BUSY : OUTCOME_SANDBOX, started);
     call_result_free(&res);
     return call_stream_finish(&cs, false);
   }
@@ -448,11 +489,12 @@ static int run_python(struct rpc_call *c, const cJSON *args) {
     remember_packages(c->session, pa.packages);
   c->result = python_result(c->ctx->cfg, &res);
   bool cancelled = res.cancelled;
-  call_result_free(&res);
   if (c->result == NULL)
     rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
   else
-    add_outputs(c);
+    res.files_bytes = add_outputs(c);
+  account(c, &pa, &res, result_outcome(&res), started);
+  call_result_free(&res);
   return call_stream_finish(&cs, cancelled);
 }
 

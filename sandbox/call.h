@@ -41,6 +41,7 @@ struct call_result {
   int64_t cpu_ms;
   int64_t max_rss_kb;
   int timeout_s;           /* the limit the call ran with */
+  uint64_t files_bytes;    /* output file bytes returned with it */
 };
 
 /* Called for each stdout ('O') or stderr ('E') chunk as it arrives, and

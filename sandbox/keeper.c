@@ -20,6 +20,7 @@
 
 #include "backend.h"
 #include "cgroups.h"
+#include "metrics.h"
 #include "frame.h"
 #include "session.h"
 #include "util.h"
@@ -95,6 +96,7 @@ static void expire_session(struct store *st, int parent, const char *name, void 
   if (lock >= 0 && lock_try(lock) < 0)
     return;
   fprintf(stderr, "keeper: session %s expired\n", name);
+  METRIC_INC(sessions_expired);
   if (session_destroy(st, name, &err) < 0 && err->kind != MCP_ERR_NOT_FOUND && err->kind != MCP_ERR_BUSY)
     mcp_error_log_release(&err, "keeper: expire");
   mcp_error_release(&err);

@@ -39,6 +39,7 @@ static const struct key keys[] = {
     STR(python),
     STR(preload_modules),
     STR(cgroup_parent),
+    STR(audit_log),
     STR(package_index),
     STR(package_user),
     INT(package_timeout, 5, 3600),
@@ -105,6 +106,7 @@ void config_defaults(struct mcp_config *cfg) {
    * machine never touch each other's cgroups (see validate()). */
   snprintf(cfg->cgroup_parent, sizeof(cfg->cgroup_parent), "auto");
   snprintf(cfg->package_index, sizeof(cfg->package_index), "https://pypi.org/simple");
+  snprintf(cfg->audit_log, sizeof(cfg->audit_log), "default"); /* <state>/logs/audit.log */
   snprintf(cfg->package_user, sizeof(cfg->package_user), "nobody");
   cfg->package_timeout = 120;
   /* Host tasks, not sandbox processes: the sentry needs ~65 of its own,
@@ -237,6 +239,9 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key backend must be runsc or direct");
   if (cfg->timeout_default > cfg->timeout_max)
     cfg->timeout_default = cfg->timeout_max;
+  if (strcmp(cfg->audit_log, "default") == 0 &&
+      config_path(cfg, cfg->audit_log, sizeof(cfg->audit_log), "logs/audit.log") < 0)
+    return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir is too long");
   if (cfg->sandbox_pids == 0)
     cfg->sandbox_pids = 32 * cfg->nproc_limit + 512;
   if (cfg->sandboxes_pids == 0) {

@@ -27,6 +27,7 @@ struct mcp_config {
   char python[PATH_MAX];      /* the interpreter inside the sandbox */
   char preload_modules[512];  /* comma-separated modules the executor imports before forking */
   char cgroup_parent[128];    /* parent cgroup of all sandboxes; "" = none; "auto" = per state folder */
+  char audit_log[PATH_MAX];   /* one JSON line per tools/call; "" = none */
   char package_index[512];    /* PEP 503 index wheels are fetched from */
   char package_user[64];      /* unprivileged user that fetches them */
   int package_timeout;        /* seconds for one fetch */

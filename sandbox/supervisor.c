@@ -30,6 +30,7 @@
 
 #include "backend.h"
 #include "cgroups.h"
+#include "metrics.h"
 #include "frame.h"
 #include "settings.h"
 #include "session.h"
@@ -155,8 +156,10 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
     close(in[1]);
     close(out[0]);
     s->ops->destroy(&s->sb, NULL);
+    metrics_sandbox_start(false);
     return -1;
   }
+  metrics_sandbox_start(true);
   s->exec_in = in[1];
   s->exec_out = out[0];
   frame_reader_init(&s->exec_r, 16 << 20);
@@ -187,6 +190,7 @@ static void send_call_result(struct sup *s, const char *json) {
 
 /* The sandbox died or overran: end the call with what we know. */
 static void sandbox_lost(struct sup *s, bool deadline) {
+  METRIC_INC(sandboxes_lost);
   if (s->call_active) {
     /* The memory backstop kills the whole sandbox: its cgroup (gone after
      * the destroy below) says whether that is what happened. */
@@ -555,6 +559,9 @@ int supervisor_main(int argc, char **argv) {
     return 1;
   }
   s.ops = sandbox_ops_for(s.cfg.backend);
+  mcp_error_t merr = NULL;
+  if (metrics_attach(&s.cfg, &merr) < 0)
+    mcp_error_release(&merr); /* counting is optional (tests run without a master) */
   umask(022);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   runsc_set_reaper(true);

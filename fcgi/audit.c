@@ -1,0 +1,97 @@
+#include "config.h"
+
+#include "audit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "sandbox/util.h"
+
+static const char *const outcome_names[OUTCOME_N] = {"ok",        "error",   "timeout", "memory",
+                                                     "cancelled", "refused", "busy",    "sandbox"};
+
+/* One descriptor per responder process, shared by its threads. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int fd = -1;
+static volatile sig_atomic_t reopen_requested;
+
+void audit_reopen(void) { reopen_requested = 1; }
+
+static void sha256_hex(const char *data, size_t len, char out[65]) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  out[0] = '\0';
+  if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+    return;
+  for (unsigned i = 0; i < n; i++)
+    snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static void iso_time(char *buf, size_t size) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf + n, size - n, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
+static cJSON *entry_json(const struct rpc_call *c, const struct audit_entry *e) {
+  char when[40], sha[65];
+  iso_time(when, sizeof(when));
+  const char *code = e->code ? e->code : "";
+  sha256_hex(code, strlen(code), sha);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "time", when);
+  cJSON_AddStringToObject(o, "request_id", c->http->request_id ? c->http->request_id : "");
+  cJSON_AddStringToObject(o, "session_id", c->session ? c->session->id : "");
+  cJSON_AddStringToObject(o, "token", c->http->token_id ? c->http->token_id : "");
+  cJSON_AddStringToObject(o, "tool", e->tool);
+  cJSON_AddStringToObject(o, "code_sha256", sha);
+  cJSON_AddNumberToObject(o, "code_bytes", (double)strlen(code));
+  cJSON_AddItemToObject(o, "packages", e->packages ? cJSON_Duplicate(e->packages, 1) : cJSON_CreateArray());
+  cJSON_AddStringToObject(o, "outcome", outcome_names[e->outcome]);
+  cJSON_AddNumberToObject(o, "duration_ms", (double)e->duration_ms);
+  if (e->res != NULL) {
+    cJSON_AddNumberToObject(o, "exit_code", e->res->exit_code);
+    cJSON_AddNumberToObject(o, "cpu_ms", (double)e->res->cpu_ms);
+    cJSON_AddNumberToObject(o, "peak_memory_kb", (double)e->res->max_rss_kb);
+  } else {
+    cJSON_AddNullToObject(o, "exit_code");
+    cJSON_AddNullToObject(o, "cpu_ms");
+    cJSON_AddNullToObject(o, "peak_memory_kb");
+  }
+  cJSON_AddNumberToObject(o, "bytes_returned", (double)e->bytes_returned);
+  return o;
+}
+
+void audit_call(const struct rpc_call *c, const struct audit_entry *e) {
+  const char *path = c->ctx->cfg->audit_log;
+  if (path[0] == '\0')
+    return;
+  cleanup_cjson cJSON *o = entry_json(c, e);
+  cleanup_free char *line = cJSON_PrintUnformatted(o);
+  if (line == NULL)
+    return;
+  size_t len = strlen(line);
+  line[len] = '\n'; /* the NUL goes: write exactly len + 1 bytes */
+  pthread_mutex_lock(&lock);
+  if (reopen_requested && fd >= 0) {
+    close(fd);
+    fd = -1;
+  }
+  reopen_requested = 0;
+  if (fd < 0)
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  /* One write per line with O_APPEND: lines of concurrent responders
+   * never interleave. */
+  if (fd >= 0 && write_all(fd, line, len + 1) < 0)
+    fprintf(stderr, "audit: cannot write %s: %s\n", path, strerror(errno));
+  pthread_mutex_unlock(&lock);
+}

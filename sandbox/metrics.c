@@ -1,0 +1,250 @@
+#include "config.h"
+
+#include "metrics.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#define MAGIC 0x4d435031u /* "MCP1" */
+#define FILE_NAME "metrics.shm"
+
+/* Set once at start-up, before any thread; read-only afterwards. */
+static struct metrics *shm;
+
+static const double bucket_le[METRIC_BUCKETS] = {0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+static const char *const outcome_names[OUTCOME_N] = {"ok",        "error",   "timeout", "memory",
+                                                     "cancelled", "refused", "busy",    "sandbox"};
+static const char *const reject_names[REJECT_N] = {"bad_request",        "unauthorized",   "forbidden_origin",
+                                                   "session_not_found",  "method_not_allowed", "not_acceptable",
+                                                   "too_large",          "unsupported_media_type", "capacity"};
+
+struct metrics *metrics_get(void) { return shm; }
+
+static int map_file(const struct mcp_config *cfg, bool create, mcp_error_t *err) {
+  char path[PATH_MAX];
+  if (config_path(cfg, path, sizeof(path), FILE_NAME) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "metrics path");
+  if (create)
+    unlink(path);
+  cleanup_close int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_EXCL : 0), 0600);
+  if (fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", path);
+  if (create && ftruncate(fd, sizeof(struct metrics)) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "size %s", path);
+  struct stat st;
+  if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(struct metrics))
+    return mcp_fail(err, MCP_ERR_INTERNAL, EINVAL, "%s has the wrong size", path);
+  void *p = mmap(NULL, sizeof(struct metrics), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mmap %s", path);
+  struct metrics *m = p;
+  if (create) {
+    m->magic = MAGIC;
+    m->size = sizeof(struct metrics);
+  } else if (m->magic != MAGIC || m->size != sizeof(struct metrics)) {
+    munmap(p, sizeof(struct metrics));
+    return mcp_fail(err, MCP_ERR_INTERNAL, EINVAL, "%s is from another version", path);
+  }
+  shm = m;
+  return 0;
+}
+
+int metrics_create(const struct mcp_config *cfg, mcp_error_t *err) { return map_file(cfg, true, err); }
+int metrics_attach(const struct mcp_config *cfg, mcp_error_t *err) { return map_file(cfg, false, err); }
+
+void metrics_add(_Atomic uint64_t *counter, uint64_t n) { atomic_fetch_add_explicit(counter, n, memory_order_relaxed); }
+
+/* The slot of a token name; registered once under a spin lock (rare). */
+static struct metric_token *token_slot(const char *name) {
+  if (name == NULL || *name == '\0' || strlen(name) >= TOKEN_NAME_MAX)
+    return NULL;
+  for (int i = 0; i < METRIC_TOKENS; i++)
+    if (shm->tokens[i].name[0] != '\0' && strcmp(shm->tokens[i].name, name) == 0)
+      return &shm->tokens[i];
+  uint32_t expected = 0;
+  while (!atomic_compare_exchange_weak(&shm->token_lock, &expected, 1)) {
+    expected = 0;
+    sched_yield();
+  }
+  struct metric_token *t = NULL;
+  for (int i = 0; i < METRIC_TOKENS && t == NULL; i++) {
+    if (strcmp(shm->tokens[i].name, name) == 0)
+      t = &shm->tokens[i];
+    else if (shm->tokens[i].name[0] == '\0') {
+      memcpy(shm->tokens[i].name, name, strlen(name) + 1);
+      t = &shm->tokens[i];
+    }
+  }
+  atomic_store(&shm->token_lock, 0);
+  return t;
+}
+
+void metrics_execution(enum exec_outcome outcome, int64_t duration_ms, const char *token_id, uint64_t bytes) {
+  if (shm == NULL || outcome < 0 || outcome >= OUTCOME_N)
+    return;
+  metrics_add(&shm->executions[outcome], 1);
+  double secs = (double)duration_ms / 1000.0;
+  int b = 0;
+  while (b < METRIC_BUCKETS && secs > bucket_le[b])
+    b++;
+  metrics_add(&shm->duration_buckets[b], 1);
+  metrics_add(&shm->duration_ms_sum, duration_ms > 0 ? (uint64_t)duration_ms : 0);
+  metrics_add(&shm->bytes_returned, bytes);
+  struct metric_token *t = token_slot(token_id);
+  if (t != NULL)
+    metrics_add(&t->calls, 1);
+}
+
+void metrics_reject(int status) {
+  if (shm == NULL)
+    return;
+  enum reject_reason r;
+  switch (status) {
+  case 400:
+    r = REJECT_BAD_REQUEST;
+    break;
+  case 401:
+    r = REJECT_UNAUTHORIZED;
+    break;
+  case 403:
+    r = REJECT_FORBIDDEN_ORIGIN;
+    break;
+  case 404:
+    r = REJECT_SESSION_NOT_FOUND;
+    break;
+  case 405:
+    r = REJECT_METHOD_NOT_ALLOWED;
+    break;
+  case 406:
+    r = REJECT_NOT_ACCEPTABLE;
+    break;
+  case 413:
+    r = REJECT_TOO_LARGE;
+    break;
+  case 415:
+    r = REJECT_UNSUPPORTED_MEDIA;
+    break;
+  case 503:
+    r = REJECT_CAPACITY;
+    break;
+  default:
+    return;
+  }
+  metrics_add(&shm->rejected[r], 1);
+}
+
+void metrics_sandbox_start(bool ok) {
+  if (shm == NULL)
+    return;
+  metrics_add(ok ? &shm->sandbox_starts : &shm->sandbox_start_failures, 1);
+  atomic_store(ok ? &shm->last_start_ok_ms : &shm->last_start_fail_ms, wall_ms());
+}
+
+int metrics_health(const struct mcp_config *cfg, const char **reason) {
+  if (shm == NULL) {
+    *reason = "the service counters are not available";
+    return -1;
+  }
+  int64_t ok = atomic_load(&shm->last_start_ok_ms), fail = atomic_load(&shm->last_start_fail_ms);
+  if (fail > ok) {
+    *reason = "the latest sandbox start failed";
+    return -1;
+  }
+  if (ok == 0 && cfg->pool_size > 0) {
+    *reason = "no sandbox has started yet";
+    return -1;
+  }
+  *reason = "ok";
+  return 0;
+}
+
+static uint64_t get(_Atomic uint64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }
+
+static int count_dir(const struct mcp_config *cfg, const char *sub, bool (*want)(const char *)) {
+  char path[PATH_MAX];
+  if (config_path(cfg, path, sizeof(path), sub) < 0)
+    return 0;
+  cleanup_dir DIR *d = opendir(path);
+  int n = 0;
+  struct dirent *de;
+  while (d != NULL && (de = readdir(d)) != NULL)
+    if (want(de->d_name))
+      n++;
+  return n;
+}
+
+static bool want_session(const char *n) { return is_uuid(n); }
+static bool want_ready(const char *n) { return is_hex32(n); }
+
+static void line(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(struct buf *b, const char *fmt, ...) {
+  char tmp[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    buf_append(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+static void counter(struct buf *b, const char *name, const char *help, _Atomic uint64_t *c) {
+  line(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)get(c));
+}
+
+int metrics_render(const struct mcp_config *cfg, struct buf *b) {
+  if (shm == NULL)
+    return -1;
+  line(b, "# HELP mcp_executions_total Tool calls that ran (or were refused), by outcome.\n"
+          "# TYPE mcp_executions_total counter\n");
+  for (int i = 0; i < OUTCOME_N; i++)
+    line(b, "mcp_executions_total{outcome=\"%s\"} %llu\n", outcome_names[i],
+         (unsigned long long)get(&shm->executions[i]));
+  line(b, "# HELP mcp_execution_duration_seconds Wall-clock duration of tool calls.\n"
+          "# TYPE mcp_execution_duration_seconds histogram\n");
+  uint64_t cum = 0;
+  for (int i = 0; i < METRIC_BUCKETS; i++) {
+    cum += get(&shm->duration_buckets[i]);
+    line(b, "mcp_execution_duration_seconds_bucket{le=\"%g\"} %llu\n", bucket_le[i], (unsigned long long)cum);
+  }
+  cum += get(&shm->duration_buckets[METRIC_BUCKETS]);
+  line(b, "mcp_execution_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+  line(b, "mcp_execution_duration_seconds_sum %.3f\n", (double)get(&shm->duration_ms_sum) / 1000.0);
+  line(b, "mcp_execution_duration_seconds_count %llu\n", (unsigned long long)cum);
+  line(b, "# HELP mcp_token_calls_total Tool calls by bearer token name.\n# TYPE mcp_token_calls_total counter\n");
+  for (int i = 0; i < METRIC_TOKENS; i++)
+    if (shm->tokens[i].name[0] != '\0')
+      line(b, "mcp_token_calls_total{token=\"%s\"} %llu\n", shm->tokens[i].name,
+           (unsigned long long)get(&shm->tokens[i].calls));
+  line(b, "# HELP mcp_sessions_live Sessions that exist now.\n# TYPE mcp_sessions_live gauge\nmcp_sessions_live %d\n",
+       count_dir(cfg, "sessions", want_session));
+  line(b, "# HELP mcp_sandboxes_ready Sandboxes started ahead of demand, ready now.\n"
+          "# TYPE mcp_sandboxes_ready gauge\nmcp_sandboxes_ready %d\n",
+       count_dir(cfg, "pool", want_ready));
+  counter(b, "mcp_sessions_created_total", "Sessions created by initialize.", &shm->sessions_created);
+  counter(b, "mcp_sessions_deleted_total", "Sessions ended by DELETE.", &shm->sessions_ended);
+  counter(b, "mcp_sessions_expired_total", "Sessions ended by idle expiry.", &shm->sessions_expired);
+  counter(b, "mcp_sandbox_starts_total", "Sandboxes started.", &shm->sandbox_starts);
+  counter(b, "mcp_sandbox_start_failures_total", "Sandbox starts that failed.", &shm->sandbox_start_failures);
+  counter(b, "mcp_sandboxes_lost_total", "Sandboxes stopped during a call (memory backstop, crash, overrun).",
+          &shm->sandboxes_lost);
+  counter(b, "mcp_package_installs_total", "Calls with packages whose install succeeded.", &shm->package_installs);
+  counter(b, "mcp_package_install_failures_total", "Calls with packages that could not be installed.",
+          &shm->package_install_failures);
+  counter(b, "mcp_responder_restarts_total", "Responder or keeper processes restarted by the master.",
+          &shm->responder_restarts);
+  counter(b, "mcp_bytes_returned_total", "Output bytes returned to clients (stdout, stderr, files).",
+          &shm->bytes_returned);
+  line(b, "# HELP mcp_requests_rejected_total Requests refused, by reason.\n"
+          "# TYPE mcp_requests_rejected_total counter\n");
+  for (int i = 0; i < REJECT_N; i++)
+    line(b, "mcp_requests_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
+         (unsigned long long)get(&shm->rejected[i]));
+  return 0;
+}

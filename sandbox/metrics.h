@@ -1,0 +1,102 @@
+/* Service counters shared by every process of the service.
+ *
+ * One fixed-size file, <state>/metrics.shm, mapped shared by the master
+ * (and so by the responders and the keeper it forks) and by each
+ * supervisor; counters are C11 atomics updated in place.  The master
+ * recreates it at start, so counters start at zero with the service, as
+ * Prometheus expects of a restarted process.  metrics_render() writes the
+ * Prometheus text format; gauges (live sessions, ready sandboxes) are
+ * counted from the state folder at scrape time. */
+#ifndef MCP_METRICS_H
+#define MCP_METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "settings.h"
+#include "util.h"
+
+enum exec_outcome {
+  OUTCOME_OK,
+  OUTCOME_ERROR,     /* the code failed (non-zero exit) */
+  OUTCOME_TIMEOUT,
+  OUTCOME_MEMORY,
+  OUTCOME_CANCELLED,
+  OUTCOME_REFUSED,   /* invalid arguments, packages that cannot be fetched */
+  OUTCOME_BUSY,      /* session busy or server at capacity */
+  OUTCOME_SANDBOX,   /* the sandbox failed */
+  OUTCOME_N
+};
+
+enum reject_reason {
+  REJECT_BAD_REQUEST,
+  REJECT_UNAUTHORIZED,
+  REJECT_FORBIDDEN_ORIGIN,
+  REJECT_SESSION_NOT_FOUND,
+  REJECT_METHOD_NOT_ALLOWED,
+  REJECT_NOT_ACCEPTABLE,
+  REJECT_TOO_LARGE,
+  REJECT_UNSUPPORTED_MEDIA,
+  REJECT_CAPACITY,
+  REJECT_N
+};
+
+#define METRIC_BUCKETS 12
+#define METRIC_TOKENS 64
+#define TOKEN_NAME_MAX 65
+
+struct metric_token {
+  char name[TOKEN_NAME_MAX];
+  _Atomic uint64_t calls;
+};
+
+struct metrics {
+  uint32_t magic;
+  uint32_t size;
+  _Atomic uint64_t executions[OUTCOME_N];
+  _Atomic uint64_t duration_buckets[METRIC_BUCKETS + 1]; /* per bucket, the last is +Inf */
+  _Atomic uint64_t duration_ms_sum;
+  _Atomic uint64_t sessions_created;
+  _Atomic uint64_t sessions_ended;   /* DELETE */
+  _Atomic uint64_t sessions_expired;
+  _Atomic uint64_t sandbox_starts;
+  _Atomic uint64_t sandbox_start_failures;
+  _Atomic uint64_t sandboxes_lost;   /* stopped during a call (backstop, crash, overrun) */
+  _Atomic uint64_t package_installs;
+  _Atomic uint64_t package_install_failures;
+  _Atomic uint64_t responder_restarts;
+  _Atomic uint64_t rejected[REJECT_N];
+  _Atomic uint64_t bytes_returned;
+  _Atomic int64_t last_start_ok_ms;   /* wall clock of the latest sandbox start that worked */
+  _Atomic int64_t last_start_fail_ms; /* ... and of the latest that failed */
+  _Atomic uint32_t token_lock;
+  struct metric_token tokens[METRIC_TOKENS];
+};
+
+/* Master: create (or recreate) the file and map it. */
+int metrics_create(const struct mcp_config *cfg, mcp_error_t *err);
+/* Supervisors: map the existing file. */
+int metrics_attach(const struct mcp_config *cfg, mcp_error_t *err);
+/* The mapping, or NULL before create/attach (then counting is a no-op). */
+struct metrics *metrics_get(void);
+
+void metrics_add(_Atomic uint64_t *counter, uint64_t n);
+#define METRIC_INC(field)                                                                                       \
+  do {                                                                                                         \
+    struct metrics *m_ = metrics_get();                                                                        \
+    if (m_ != NULL)                                                                                            \
+      metrics_add(&m_->field, 1);                                                                              \
+  } while (0)
+
+void metrics_execution(enum exec_outcome outcome, int64_t duration_ms, const char *token_id, uint64_t bytes);
+void metrics_reject(int http_status);
+/* A supervisor's sandbox start: its outcome, for metrics and /healthz. */
+void metrics_sandbox_start(bool ok);
+/* /healthz: 0 when the service can start sandboxes, else -1 with a reason. */
+int metrics_health(const struct mcp_config *cfg, const char **reason);
+/* Prometheus text format, gauges included. */
+int metrics_render(const struct mcp_config *cfg, struct buf *out);
+
+#endif
