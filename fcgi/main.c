@@ -138,9 +138,15 @@ static int prepare(struct master *m) {
     return -1;
   }
   if (strcmp(m->cfg.backend, "runsc") == 0 && cgroups_prepare_parent(&m->cfg, &err) < 0) {
-    fprintf(stderr, "mcp-server: cannot prepare the sandboxes' cgroup: %s\n", err->msg);
+    /* Some container platforms give no writable cgroups: run without the
+     * backstop rather than not at all, and say so. */
+    fprintf(stderr,
+            "mcp-server: WARNING: cannot prepare the sandboxes' cgroup (%s); running WITHOUT the memory and "
+            "process backstops (set cgroup_parent to empty to silence this)\n",
+            err->msg);
     mcp_error_release(&err);
-    return -1;
+    m->cfg.cgroup_parent[0] = '\0';
+    setenv("MCP_CGROUP_PARENT", "", 1); /* the supervisors read their configuration again */
   }
   return open_socket(m);
 }

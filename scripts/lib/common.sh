@@ -16,7 +16,11 @@ MCP_BUILD_DIR="${MCP_BUILD_DIR:-$MCP_ROOT/build}"
 
 # Debian packages: building, running, testing.
 MCP_APT_BUILD="build-essential autoconf automake libtool pkg-config libfcgi-dev libcjson-dev libseccomp-dev libcgroup-dev uuid-dev libssl-dev"
-MCP_APT_RUN="nginx runsc python3 python3-pip python3-numpy python3-pandas python3-matplotlib python3-pil openssl curl ca-certificates libfcgi-bin cgroup-tools procps"
+MCP_APT_RUN="nginx runsc python3 python3-pip openssl curl ca-certificates libfcgi-bin cgroup-tools procps e2fsprogs"
+# The template environment (env_requirements.txt) from Debian's packages;
+# MCP_TEMPLATE_FROM=pip (the Dockerfile) installs it with pip instead.
+MCP_APT_TEMPLATE="python3-numpy python3-pandas python3-matplotlib python3-pil"
+[ "${MCP_TEMPLATE_FROM:-apt}" = pip ] && MCP_APT_TEMPLATE=""
 MCP_APT_TEST="nodejs npm clang-format"
 
 log() { printf '%s\n' "$*" >&2; }
@@ -56,7 +60,7 @@ apt_install() {
 
 install_deps() {
   # shellcheck disable=SC2086
-  apt_install $MCP_APT_BUILD $MCP_APT_RUN "$@"
+  apt_install $MCP_APT_BUILD $MCP_APT_RUN $MCP_APT_TEMPLATE "$@"
 }
 
 # Configure (once per prefix), build, install into the state folder.
@@ -86,6 +90,14 @@ build() {
 # Bearer tokens: "<name> <token>" lines, mode 0600; one generated when none.
 ensure_tokens() {
   local f="$MCP_STATE_DIR/tokens"
+  # Containers (Cloud Run) pass them from a secret: MCP_TOKENS="name:token
+  # name2:token2" (spaces or newlines between entries).
+  if [ -n "${MCP_TOKENS:-}" ]; then
+    (
+      umask 077
+      printf '%s\n' $MCP_TOKENS | awk -F: 'NF==2 {print $1, $2; next} {print "default", $0}' >"$f"
+    )
+  fi
   if [ ! -s "$f" ]; then
     (
       umask 077
@@ -99,23 +111,10 @@ ensure_tokens() {
 # The first token, for endpoint.env and the printed client configuration.
 first_token() { awk '!/^#/ && NF>=2 {print $2; exit}' "$MCP_STATE_DIR/tokens"; }
 
-# tokens -> nginx map entries; names and tokens are checked here because
-# they are pasted into nginx's configuration.
+# tokens -> nginx map, by the same script the systemd unit runs.
 render_token_map() {
-  local out="$MCP_STATE_DIR/nginx/tokens.map" tmp n=0
-  tmp="$(mktemp "$MCP_STATE_DIR/nginx/tokens.map.XXXXXX")"
-  local tname token rest
-  while read -r tname token rest; do
-    case "$tname" in '' | '#'*) continue ;; esac
-    [[ "$tname" =~ ^[A-Za-z0-9_.-]{1,64}$ ]] || die "tokens: bad name '$tname' (letters, digits, _ . -)"
-    [[ "$token" =~ ^[A-Za-z0-9_-]{16,256}$ ]] || die "tokens: the token of '$tname' must be 16-256 of [A-Za-z0-9_-]"
-    [ -z "$rest" ] || die "tokens: expected '<name> <token>' per line"
-    printf '    "~*^Bearer[ ]+%s$" "%s";\n' "$token" "$tname" >>"$tmp"
-    n=$((n + 1))
-  done <"$MCP_STATE_DIR/tokens"
-  [ "$n" -gt 0 ] || die "tokens: no token in $MCP_STATE_DIR/tokens"
-  chmod 600 "$tmp"
-  mv "$tmp" "$out"
+  "$MCP_STATE_DIR/install/libexec/mcp-sandbox/mcp-sandbox-tokens" "$MCP_STATE_DIR/tokens" \
+    "$MCP_STATE_DIR/nginx/tokens.map" || die "tokens: fix $MCP_STATE_DIR/tokens"
 }
 
 # Self-signed CA and a server certificate for localhost, 127.0.0.1 and the host name.
