@@ -1,0 +1,157 @@
+// Operations: metrics, the audit log (and its reopening on SIGHUP), /healthz,
+// and a configuration value taking effect.  Reads the state folder of the
+// stack (MCP_STATE_DIR, set by scripts/test) for the audit log and the pid.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createHash } from 'node:crypto';
+import { MCP_URL, MCP_TOKEN, TEST_TIMEOUT_MS, connectClient, closeClient, runPython, rawRequest, randomToken } from './lib/common.mjs';
+
+const STATE = process.env.MCP_STATE_DIR;
+const opts = { timeout: TEST_TIMEOUT_MS };
+const hostOpts = { timeout: TEST_TIMEOUT_MS, skip: STATE ? false : 'MCP_STATE_DIR not set: no host access to the stack' };
+const base = new URL(MCP_URL);
+const at = (p) => new URL(p, base).href;
+
+async function metrics() {
+  const r = await rawRequest('GET', at('/metrics'));
+  assert.equal(r.status, 200, r.body);
+  assert.match(r.headers['content-type'], /text\/plain/);
+  const values = new Map();
+  for (const line of r.body.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    values.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  return values;
+}
+
+const get = (m, k) => m.get(k) ?? 0;
+
+test('/healthz answers 200 with a JSON status', opts, async () => {
+  const r = await rawRequest('GET', at('/healthz'));
+  assert.equal(r.status, 200, r.body);
+  assert.deepEqual(JSON.parse(r.body), { status: 'ok', reason: 'ok' });
+});
+
+test('metrics change as calls happen', opts, async () => {
+  const before = await metrics();
+  const c = await connectClient('ops-metrics');
+  try {
+    await runPython(c.client, { code: 'print("ok")' });
+    await runPython(c.client, { code: 'raise SystemExit(3)' });
+    await runPython(c.client, { code: 'import time; time.sleep(5)', timeout_seconds: 1 });
+    await runPython(c.client, { code: 'print(1)', timeout_seconds: 0 });
+  } finally {
+    await closeClient(c);
+  }
+  await rawRequest('POST', MCP_URL, { 'Content-Type': 'application/json', Accept: 'application/json' }, '{}');
+  const after = await metrics();
+  const d = (k) => get(after, k) - get(before, k);
+  assert.equal(d('mcp_executions_total{outcome="ok"}'), 1);
+  assert.equal(d('mcp_executions_total{outcome="error"}'), 1);
+  assert.equal(d('mcp_executions_total{outcome="timeout"}'), 1);
+  assert.equal(d('mcp_executions_total{outcome="refused"}'), 1);
+  assert.equal(d('mcp_token_calls_total{token="default"}'), 4);
+  assert.equal(d('mcp_execution_duration_seconds_count'), 4);
+  assert.ok(d('mcp_execution_duration_seconds_sum') >= 1, 'the timed-out call lasted a second');
+  assert.equal(d('mcp_sessions_created_total'), 1);
+  assert.equal(d('mcp_sessions_deleted_total'), 1);
+  assert.equal(d('mcp_requests_rejected_total{reason="unauthorized"}'), 1);
+  assert.ok(after.has('mcp_sessions_live') && after.has('mcp_sandboxes_ready'));
+  assert.ok(get(after, 'mcp_sandbox_starts_total') >= 1);
+});
+
+test('/metrics is refused to anything but loopback', opts, async () => {
+  // Through nginx with a non-loopback client address we cannot test from
+  // here; check instead that the rendered nginx configuration restricts it.
+  if (!STATE) return;
+  const conf = fs.readFileSync(path.join(STATE, 'nginx', 'nginx.conf'), 'utf8');
+  const block = conf.slice(conf.indexOf('location = /metrics'), conf.indexOf('}', conf.indexOf('location = /metrics')));
+  assert.match(block, /allow 127\.0\.0\.1;/);
+  assert.match(block, /deny all;/);
+});
+
+function auditLines() {
+  const p = path.join(STATE, 'logs', 'audit.log');
+  return fs.existsSync(p) ? fs.readFileSync(p, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [];
+}
+
+test('the audit line of a call has the right fields and no secrets', hostOpts, async () => {
+  const secret = `s3cr3t-${randomToken()}`;
+  const code = `import os\nprint(len(os.environ["SECRET_VALUE"]))  # ${randomToken()}`;
+  const c = await connectClient('ops-audit');
+  let sid;
+  try {
+    sid = c.transport.sessionId;
+    const r = await runPython(c.client, { code, env_variables: { SECRET_VALUE: secret } });
+    assert.equal(r.structuredContent.stdout, `${secret.length}\n`);
+  } finally {
+    await closeClient(c);
+  }
+  const line = auditLines().find((l) => l.session_id === sid);
+  assert.ok(line, 'an audit line for the session');
+  assert.deepEqual(Object.keys(line).sort(), ['bytes_returned', 'code_bytes', 'code_sha256', 'cpu_ms', 'duration_ms',
+    'exit_code', 'outcome', 'packages', 'peak_memory_kb', 'request_id', 'session_id', 'time', 'token', 'tool'].sort());
+  assert.equal(line.tool, 'execute_python');
+  assert.equal(line.token, 'default');
+  assert.equal(line.outcome, 'ok');
+  assert.equal(line.exit_code, 0);
+  assert.equal(line.code_sha256, createHash('sha256').update(code).digest('hex'));
+  assert.equal(line.code_bytes, Buffer.byteLength(code));
+  assert.deepEqual(line.packages, []);
+  assert.ok(line.cpu_ms > 0 && line.peak_memory_kb > 0 && line.duration_ms > 0);
+  assert.equal(line.bytes_returned, `${secret.length}\n`.length);
+  assert.match(line.request_id, /^[0-9a-f]{32}$/);
+  assert.ok(!Number.isNaN(Date.parse(line.time)));
+  const raw = fs.readFileSync(path.join(STATE, 'logs', 'audit.log'), 'utf8');
+  assert.ok(!raw.includes(secret), 'no env value in the audit log');
+  assert.ok(!raw.includes(MCP_TOKEN), 'no token in the audit log');
+  assert.ok(!raw.includes('SECRET_VALUE'), 'no code in the audit log');
+});
+
+test('SIGHUP to the master reopens the audit log (rotation)', hostOpts, async () => {
+  const log = path.join(STATE, 'logs', 'audit.log');
+  const rotated = `${log}.1`;
+  fs.renameSync(log, rotated);
+  try {
+    process.kill(Number(fs.readFileSync(path.join(STATE, 'mcp-server.pid'), 'utf8')), 'SIGHUP');
+    await new Promise((r) => setTimeout(r, 300));
+    const c = await connectClient('ops-rotate');
+    let sid;
+    try {
+      sid = c.transport.sessionId;
+      // Enough calls to reach every responder process.
+      for (let i = 0; i < 6; i++) await runPython(c.client, { code: 'print(1)' });
+    } finally {
+      await closeClient(c);
+    }
+    assert.ok(fs.existsSync(log), 'a new audit.log was opened');
+    assert.equal(auditLines().filter((l) => l.session_id === sid).length, 6, 'every call went to the new file');
+    assert.ok(!fs.readFileSync(rotated, 'utf8').includes(sid), 'nothing went to the rotated file');
+  } finally {
+    if (fs.existsSync(rotated)) {
+      const rest = fs.readFileSync(rotated, 'utf8');
+      fs.appendFileSync(log, rest);
+      fs.unlinkSync(rotated);
+    }
+  }
+});
+
+test('a configuration value takes effect: the timeout cap', opts, async () => {
+  const cap = Number(process.env.MCP_TEST_TIMEOUT_MAX || 0);
+  const c = await connectClient('ops-config');
+  try {
+    const tool = (await c.client.listTools()).tools.find((t) => t.name === 'execute_python');
+    const max = tool.inputSchema.properties.timeout_seconds.maximum;
+    if (cap) assert.equal(max, cap, 'tools/list shows the configured cap');
+    const over = await runPython(c.client, { code: 'print(1)', timeout_seconds: max + 1 });
+    assert.equal(over.isError, true);
+    assert.match(over.content[0].text, new RegExp(`timeout_seconds must be an integer from 1 to ${max}`));
+    const at = await runPython(c.client, { code: 'print(1)', timeout_seconds: max });
+    assert.equal(at.structuredContent.stdout, '1\n');
+  } finally {
+    await closeClient(c);
+  }
+});
