@@ -391,7 +391,9 @@ static void on_accept(struct sup *s) {
   if (fd < 0)
     return;
   for (int i = 0; i < MAX_CLIENTS; i++) {
-    if (s->clients[i].fd < 0) {
+    /* The slot of a call whose responder went away stays reserved until
+     * that call ends: s->call still names it. */
+    if (s->clients[i].fd < 0 && !(s->call_active && s->call == i)) {
       struct timeval tv = {5, 0};
       setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
       s->clients[i].fd = fd;
