@@ -35,6 +35,8 @@ int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct py
 cJSON *python_result(const struct mcp_config *cfg, const struct call_result *r);
 /* A CallToolResult with isError and one sentence. */
 cJSON *tool_error_result(const char *sentence);
+/* Add what the call left in output/ to c->result; returns the bytes inlined. */
+uint64_t results_add_outputs(struct rpc_call *c);
 /* Bytes to a JSON-safe string: invalid UTF-8 and NUL become U+FFFD. */
 char *utf8_sanitize(const char *data, size_t len);
 
