@@ -32,6 +32,9 @@ int rpc_fail(struct rpc_call *c, int code, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(c->error_message, sizeof(c->error_message), fmt, ap);
   va_end(ap);
+  /* A quoted method name cut at the buffer's size may end inside a UTF-8
+   * sequence; the response must stay valid UTF-8. */
+  c->error_message[utf8_valid_prefix(c->error_message, strlen(c->error_message))] = '\0';
   c->error_code = code;
   return -1;
 }
