@@ -46,8 +46,11 @@ static void add_text(cJSON *content, const char *text) {
 }
 
 cJSON *tool_error_result(const char *sentence) {
+  /* Sentences quote arguments cut at a byte count ("%.64s"), which may
+   * split a UTF-8 sequence: the text must stay valid UTF-8. */
+  cleanup_free char *text = utf8_sanitize(sentence, strlen(sentence));
   cJSON *r = cJSON_CreateObject();
-  add_text(cJSON_AddArrayToObject(r, "content"), sentence);
+  add_text(cJSON_AddArrayToObject(r, "content"), text ? text : "The call failed.");
   cJSON_AddBoolToObject(r, "isError", 1);
   return r;
 }
