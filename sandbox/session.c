@@ -222,6 +222,12 @@ int session_create(struct store *st, const char *token_id, struct session *out, 
   return 0;
 }
 
+/* True when a responder holds the session's call.lock. */
+static bool call_running(int dirfd) {
+  cleanup_close int fd = openat(dirfd, CALL_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  return fd >= 0 && lock_held_elsewhere(fd);
+}
+
 int session_open(struct store *st, const char *id, const char *token_id, struct session *out, mcp_error_t *err) {
   memset(out, 0, sizeof(*out));
   out->dirfd = out->lock_fd = -1;
@@ -244,7 +250,9 @@ int session_open(struct store *st, const char *id, const char *token_id, struct 
     session_close(out);
     return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: owned by another token", id);
   }
-  if (wall_ms() - out->last_used_ms > (int64_t)st->cfg->idle_timeout * 1000) {
+  /* A call in progress keeps the session alive, as for the keeper: its
+   * other requests (ping, notifications/cancelled) must still find it. */
+  if (wall_ms() - out->last_used_ms > (int64_t)st->cfg->idle_timeout * 1000 && !call_running(out->dirfd)) {
     session_close(out);
     return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: expired", id);
   }
