@@ -11,6 +11,7 @@
 #include "json_scan.h"
 #include "stream.h"
 #include "sandbox/metrics.h"
+#include "sandbox/npm.h"
 #include "sandbox/packages.h"
 #include "sandbox/util.h"
 
@@ -56,7 +57,13 @@ static int parse_env(const cJSON *env, char *msg, size_t size) {
 
 int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct python_args *out, char *msg,
                       size_t size) {
+  return code_args_parse(cfg, LANG_PYTHON, args, out, msg, size);
+}
+
+int code_args_parse(const struct mcp_config *cfg, enum tool_lang lang, const cJSON *args, struct python_args *out,
+                    char *msg, size_t size) {
   memset(out, 0, sizeof(*out));
+  out->lang = lang;
   out->timeout_s = cfg->timeout_default;
   if (args != NULL && !cJSON_IsObject(args) && !cJSON_IsNull(args))
     return arg_fail(msg, size, "arguments must be an object");
@@ -98,7 +105,7 @@ int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct py
   }
   const cJSON *pk = cJSON_GetObjectItemCaseSensitive(args, "packages");
   if (pk != NULL && !cJSON_IsNull(pk)) {
-    if (packages_validate(pk, msg, size) < 0)
+    if ((lang == LANG_PYTHON ? packages_validate(pk, msg, size) : npm_validate(pk, msg, size)) < 0)
       return -1;
     if (cJSON_GetArraySize(pk) > 0)
       out->packages = pk;
@@ -106,14 +113,16 @@ int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct py
   return 0;
 }
 
-#define INSTALLED_FILE "packages.installed"
+static const char *installed_file(enum tool_lang lang) {
+  return lang == LANG_PYTHON ? "packages.installed" : "npm.installed";
+}
 
 /* Requirements installed in this session, one per line (session folder,
  * outside the workspace): asking again for them needs no download. */
-static bool all_installed(struct session *s, const cJSON *packages) {
+static bool all_installed(struct session *s, enum tool_lang lang, const cJSON *packages) {
   cleanup_free char *text = NULL;
   mcp_error_t err = NULL;
-  if (read_file_at(s->dirfd, INSTALLED_FILE, 1 << 20, &text, NULL, &err) < 0) {
+  if (read_file_at(s->dirfd, installed_file(lang), 1 << 20, &text, NULL, &err) < 0) {
     mcp_error_release(&err);
     return false;
   }
@@ -129,13 +138,13 @@ static bool all_installed(struct session *s, const cJSON *packages) {
   return true;
 }
 
-static void remember_packages(struct session *s, const cJSON *packages) {
-  if (all_installed(s, packages))
+static void remember_packages(struct session *s, enum tool_lang lang, const cJSON *packages) {
+  if (all_installed(s, lang, packages))
     return;
   cleanup_free char *text = NULL;
   size_t len = 0;
   mcp_error_t err = NULL;
-  if (read_file_at(s->dirfd, INSTALLED_FILE, 1 << 20, &text, &len, &err) < 0)
+  if (read_file_at(s->dirfd, installed_file(lang), 1 << 20, &text, &len, &err) < 0)
     mcp_error_release(&err);
   cleanup_buf struct buf b = {0};
   buf_append(&b, text ? text : "", text ? len : 0);
@@ -144,24 +153,34 @@ static void remember_packages(struct session *s, const cJSON *packages) {
     buf_append(&b, p->valuestring, strlen(p->valuestring));
     buf_append(&b, "\n", 1);
   }
-  if (b.len < (1 << 20) && write_file_atomic(s->dirfd, INSTALLED_FILE, b.data, b.len, 0600, &err) < 0)
+  if (b.len < (1 << 20) && write_file_atomic(s->dirfd, installed_file(lang), b.data, b.len, 0600, &err) < 0)
     mcp_error_log_release(&err, "packages");
 }
 
 /* Download what the session does not have yet; -1 with c->result set. */
-static int fetch_packages(struct rpc_call *c, const cJSON *packages) {
-  if (all_installed(c->session, packages))
+/* Fetch what the session does not have yet: wheels for Python, an
+ * installed npm tree for JavaScript (its name in npm_stage).  -1 with
+ * c->result set when that fails. */
+static int fetch_packages(struct rpc_call *c, const struct python_args *pa, char stage[33]) {
+  stage[0] = '\0';
+  if (all_installed(c->session, pa->lang, pa->packages))
     return 0;
-  char pip[1600] = "";
+  char said[1600] = "";
   mcp_error_t err = NULL;
-  if (packages_fetch(c->ctx->cfg, packages, pip, sizeof(pip), &err) == 0)
+  int r = pa->lang == LANG_PYTHON ? packages_fetch(c->ctx->cfg, pa->packages, said, sizeof(said), &err)
+                                  : npm_stage(c->ctx->cfg, pa->packages, stage, said, sizeof(said), &err);
+  if (r == 0)
     return 0;
+  stage[0] = '\0';
   char sentence[1800];
-  if (err->kind == MCP_ERR_INVALID)
+  if (err->kind == MCP_ERR_INVALID && pa->lang == LANG_PYTHON)
     snprintf(sentence, sizeof(sentence), "The packages could not be downloaded as wheels from the package index; "
-             "nothing was installed and the code did not run. pip said:\n%s", pip);
+             "nothing was installed and the code did not run. pip said:\n%s", said);
+  else if (err->kind == MCP_ERR_INVALID)
+    snprintf(sentence, sizeof(sentence), "The npm packages could not be installed from the registry (install "
+             "scripts never run); nothing was installed and the code did not run. npm said:\n%s", said);
   else
-    snprintf(sentence, sizeof(sentence), "The packages could not be downloaded (internal error); the code did not run.");
+    snprintf(sentence, sizeof(sentence), "The packages could not be fetched (internal error); the code did not run.");
   if (err->kind != MCP_ERR_INVALID)
     mcp_error_log_release(&err, "packages");
   mcp_error_release(&err);
@@ -198,32 +217,36 @@ static void account(struct rpc_call *c, const struct python_args *pa, const stru
     if (m != NULL)
       metrics_add(res->install_error ? &m->package_install_failures : &m->package_installs, 1);
   }
-  struct audit_entry e = {.tool = "execute_python", .code = pa->code, .packages = pa->packages, .res = res,
+  struct audit_entry e = {.tool = pa->lang == LANG_PYTHON ? "execute_python" : "execute_javascript", .code = pa->code, .packages = pa->packages, .res = res,
                           .outcome = outcome, .duration_ms = ms, .bytes_returned = bytes};
   audit_call(c, &e);
 }
 
-static int run_python(struct rpc_call *c, const cJSON *args) {
+static int run_code(struct rpc_call *c, enum tool_lang lang, const cJSON *args) {
   int64_t started = now_ms();
   char msg[300];
   struct python_args pa;
-  if (python_args_parse(c->ctx->cfg, args, &pa, msg, sizeof(msg)) < 0) {
+  if (code_args_parse(c->ctx->cfg, lang, args, &pa, msg, sizeof(msg)) < 0) {
     char sentence[340];
     snprintf(sentence, sizeof(sentence), "Invalid arguments: %s.", msg);
     c->result = tool_error_result(sentence);
-    struct python_args none = {.code = NULL};
+    struct python_args none = {.lang = lang, .code = NULL};
     account(c, &none, NULL, OUTCOME_REFUSED, started);
     return 0;
   }
   struct call_stream cs;
   call_stream_init(&cs, c, pa.timeout_s);
-  if (pa.packages != NULL && fetch_packages(c, pa.packages) < 0) {
+  char npm_stage[33] = "";
+  if (pa.packages != NULL && fetch_packages(c, &pa, npm_stage) < 0) {
     account(c, &pa, NULL, OUTCOME_REFUSED, started);
     return call_stream_finish(&cs, false);
   }
   char rpc_id[300];
   rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
-  struct call_request req = {.code = pa.code, .env = pa.env, .files = pa.files, .packages = pa.packages,
+  struct call_request req = {.code = pa.code, .env = pa.env, .files = pa.files,
+                             .packages = lang == LANG_PYTHON ? pa.packages : NULL,
+                             .language = lang == LANG_PYTHON ? "python" : "javascript",
+                             .npm_stage = npm_stage[0] ? npm_stage : NULL,
                              .rpc_id = rpc_id, .timeout_s = pa.timeout_s};
   struct call_result res;
   mcp_error_t err = NULL;
@@ -239,7 +262,7 @@ static int run_python(struct rpc_call *c, const cJSON *args) {
   }
   res.timeout_s = pa.timeout_s;
   if (pa.packages != NULL && !res.install_error && !res.input_error && !res.sandbox_lost)
-    remember_packages(c->session, pa.packages);
+    remember_packages(c->session, pa.lang, pa.packages);
   c->result = python_result(c->ctx->cfg, &res);
   bool cancelled = res.cancelled;
   if (c->result == NULL)
@@ -259,7 +282,9 @@ int tools_call(struct rpc_call *c) {
     return rpc_fail(c, RPC_INVALID_PARAMS, "tools/call: params.name must be a string");
   const cJSON *args = cJSON_GetObjectItemCaseSensitive(c->params, "arguments");
   if (strcmp(name->valuestring, "execute_python") == 0)
-    return run_python(c, args);
+    return run_code(c, LANG_PYTHON, args);
+  if (strcmp(name->valuestring, "execute_javascript") == 0 && tools_javascript_available(c->ctx->cfg))
+    return run_code(c, LANG_JAVASCRIPT, args);
   return rpc_fail(c, RPC_INVALID_PARAMS, "Unknown tool: %.100s", name->valuestring);
 }
 

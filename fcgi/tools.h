@@ -14,14 +14,19 @@
 
 /* The result of tools/list. */
 cJSON *tools_list(const struct mcp_config *cfg);
+/* execute_javascript exists only where Node.js is installed. */
+bool tools_javascript_available(const struct mcp_config *cfg);
 /* tools/call: 0 with c->result set (tool failures are results with
  * isError), -1 with c->error_* for protocol errors (unknown tool). */
 int tools_call(struct rpc_call *c);
 /* A notification for a session (notifications/cancelled, ...). */
 void tools_notification(struct mcp_ctx *ctx, struct session *s, const char *method, const cJSON *params);
 
-/* Validated arguments of execute_python. */
+enum tool_lang { LANG_PYTHON, LANG_JAVASCRIPT };
+
+/* Validated arguments of execute_python and execute_javascript. */
 struct python_args {
+  enum tool_lang lang;
   const char *code;
   const cJSON *env;
   const cJSON *packages;
@@ -29,6 +34,9 @@ struct python_args {
   int timeout_s;
 };
 /* 0, or -1 with a client-facing sentence in msg. */
+int code_args_parse(const struct mcp_config *cfg, enum tool_lang lang, const cJSON *args, struct python_args *out,
+                    char *msg, size_t msg_size);
+/* code_args_parse for execute_python. */
 int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct python_args *out, char *msg,
                       size_t msg_size);
 /* The CallToolResult for a finished call. */

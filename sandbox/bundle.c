@@ -147,6 +147,8 @@ static int build_mounts(cJSON *root, const struct bundle_spec *s) {
   /* Downloaded wheels, shared by all sessions, never writable by any. */
   if (s->wheels != NULL && add_bind_ro(m, SANDBOX_WHEELS, s->wheels) < 0)
     return -1;
+  if (s->npm != NULL && add_bind_ro(m, SANDBOX_NPM, s->npm) < 0)
+    return -1;
   /* The workspace stays a plain bind mount with runsc's default (shared)
    * file access: an overlay would keep the files in sandbox memory only. */
   return add_mount(m, SANDBOX_WORKDIR, "bind", s->workspace, rw);
@@ -276,7 +278,7 @@ int rootfs_prepare(const char *path, int uid, int gid, mcp_error_t *err) {
   if (fchmod(root, 0755) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", path);
   static const char *const dirs[] = {"usr", "etc",  "work", "tmp",     "dev",
-                                     "proc", "sys", "opt", "opt/mcp", "opt/mcp/wheels", "root"};
+                                     "proc", "sys", "opt", "opt/mcp", "opt/mcp/wheels", "opt/mcp/npm", "root"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
     if (mkdir_at(root, dirs[i], 0755, err) < 0)
       return -1;

@@ -19,6 +19,7 @@
 #define SANDBOX_PRELOAD "/opt/mcp/libmcpstatx.so"
 #define SANDBOX_WORKDIR "/work"
 #define SANDBOX_WHEELS "/opt/mcp/wheels"
+#define SANDBOX_NPM "/opt/mcp/npm"
 
 struct bundle_spec {
   const char *rootfs;         /* skeleton root (host path) */
@@ -26,6 +27,7 @@ struct bundle_spec {
   const char *executor;       /* host path of executor.py */
   const char *preload_lib;    /* host path of libmcpstatx.so, or NULL */
   const char *wheels;         /* host path of the wheel cache, or NULL */
+  const char *npm;            /* host path of the installed npm trees, or NULL */
   const char *python;         /* interpreter inside the sandbox */
   const char *preload_modules;
   const char *cgroups_path;   /* NULL: runsc runs with --ignore-cgroups */

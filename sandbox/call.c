@@ -30,6 +30,11 @@ char *call_request_json(const struct mcp_config *cfg, const struct call_request 
   }
   if (req->files != NULL)
     cJSON_AddItemToObject(o, "files", cJSON_Duplicate(req->files, 1));
+  if (req->language != NULL)
+    cJSON_AddStringToObject(o, "language", req->language);
+  if (req->npm_stage != NULL)
+    cJSON_AddStringToObject(o, "npm_stage", req->npm_stage);
+  cJSON_AddStringToObject(o, "node", cfg->node);
   if (req->rpc_id != NULL)
     cJSON_AddStringToObject(o, "rpc_id", req->rpc_id);
   if (req->packages != NULL)

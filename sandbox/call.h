@@ -20,6 +20,8 @@ struct call_request {
   const cJSON *files; /* [{path, text|base64}], already validated; may be NULL */
   const cJSON *packages; /* requirement strings, validated and downloaded; may be NULL */
   const char *rpc_id;    /* the JSON-RPC id (as JSON text): notifications/cancelled names it */
+  const char *language;  /* "python" (NULL) or "javascript" */
+  const char *npm_stage; /* javascript: the installed npm tree to copy in, or NULL */
   int timeout_s;
 };
 

@@ -30,6 +30,7 @@ MAX_REQUEST = 256 << 20
 CHUNK = 65536
 STATX_FIX = "/opt/mcp/libmcpstatx.so"
 WHEELS = "/opt/mcp/wheels"
+NPM = "/opt/mcp/npm"
 DRAIN_MS = 500
 
 ARGS = {"uid": 1000, "gid": 1000, "preload": "", "direct": False, "workdir": "/work", "statx_fix": False}
@@ -124,7 +125,13 @@ def set_limits(req):
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         except (ValueError, OSError):
             pass
-    lim(resource.RLIMIT_AS, int(req.get("memory_bytes") or 0))
+    memory = int(req.get("memory_bytes") or 0)
+    if memory > 0 and req.get("language") == "javascript":
+        # V8 reserves address space it never uses (its code range alone
+        # needs more than 512 MiB): the heap limit is --max-old-space-size,
+        # the address space gets 1 GiB on top for those reservations.
+        memory += 1 << 30
+    lim(resource.RLIMIT_AS, memory)
     lim(resource.RLIMIT_NPROC, int(req.get("nproc") or 0))
     lim(resource.RLIMIT_NOFILE, int(req.get("nofile") or 0))
     lim(resource.RLIMIT_FSIZE, int(req.get("fsize_bytes") or 0))
@@ -230,6 +237,80 @@ def install_packages(requirements, user_site):
     return True
 
 
+def copy_node_modules(stage):
+    """Copy an installed npm tree (read-only, shared) into /work/node_modules,
+    replacing the packages it holds; a scope (@x) is merged one level down."""
+    import shutil
+
+    src = os.path.join(NPM, stage, "node_modules")
+    if not stage.isalnum() or not os.path.isdir(src):
+        raise OSError(2, "the installed packages are not available")
+    dst = os.path.join(ARGS["workdir"], "node_modules")
+    os.makedirs(dst, exist_ok=True)
+
+    def replace(s, d):
+        if os.path.islink(d) or os.path.isfile(d):
+            os.unlink(d)
+        elif os.path.isdir(d):
+            shutil.rmtree(d)
+        if os.path.isdir(s) and not os.path.islink(s):
+            shutil.copytree(s, d, symlinks=True)
+        else:
+            shutil.copy2(s, d, follow_symlinks=False)
+
+    for entry in os.listdir(src):
+        s, d = os.path.join(src, entry), os.path.join(dst, entry)
+        if entry.startswith("@") and os.path.isdir(s) and not os.path.islink(s):
+            if os.path.islink(d) or (os.path.exists(d) and not os.path.isdir(d)):
+                os.unlink(d)
+            os.makedirs(d, exist_ok=True)
+            for sub in os.listdir(s):
+                replace(os.path.join(s, sub), os.path.join(d, sub))
+        else:
+            replace(s, d)
+
+
+JS_PREAMBLE = """import { createRequire } from 'node:module';
+globalThis.require = createRequire('/work/.mcp/main.mjs');
+globalThis.__filename = '/work/.mcp/main.mjs';
+globalThis.__dirname = '/work';
+"""
+
+
+def run_javascript(req):
+    """In the call's child, as the sandbox user: install the npm packages,
+    then become Node.js running the code as an ES module (import and top-level
+    await work; require is provided too)."""
+    if req.get("npm_stage"):
+        try:
+            copy_node_modules(req["npm_stage"])
+        except Exception as e:
+            os.write(2, ("package installation failed: %s\n" % (e,)).encode())
+            try:
+                os.write(3, b"P")
+            except OSError:
+                pass
+            os._exit(125)
+    try:
+        os.makedirs(".mcp", exist_ok=True)
+        for name, text in (("preamble.mjs", JS_PREAMBLE), ("main.mjs", req.get("code") or "")):
+            fd = os.open(os.path.join(".mcp", name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+    except OSError as e:
+        os.write(2, ("cannot write the code to /work/.mcp: %s\n" % (e,)).encode())
+        os._exit(126)
+    heap_mb = max(32, int(req.get("memory_bytes") or (512 << 20)) >> 20)
+    node = req.get("node") or "/usr/bin/node"
+    argv = [node, "--max-old-space-size=%d" % heap_mb, "--import", "file:///work/.mcp/preamble.mjs",
+            "/work/.mcp/main.mjs"]
+    try:
+        os.execve(node, argv, dict(os.environ))
+    except OSError as e:
+        os.write(2, ("cannot start Node.js: %s\n" % (e,)).encode())
+        os._exit(127)
+
+
 def run_child(req, out_w, err_w, status_w):
     """In the forked child: become the sandbox user and run the code."""
     code_status = 1
@@ -274,6 +355,9 @@ def run_child(req, out_w, err_w, status_w):
             pass
         os.write(2, ("cannot write the input files: %s\n" % (e,)).encode())
         os._exit(126)
+
+    if req.get("language") == "javascript":
+        run_javascript(req)  # does not return
 
     user_site = add_user_site()
     if req.get("packages") and not install_packages(req["packages"], user_site):
@@ -375,6 +459,7 @@ class Stream:
         self.limit = limit
         self.sent = 0
         self.total = 0
+        self.tail = b""  # the last bytes, to recognise a V8 heap overflow
 
     def pump(self):
         """Forward what is readable; False at EOF."""
@@ -387,6 +472,7 @@ class Stream:
         if not data:
             return False
         self.total += len(data)
+        self.tail = (self.tail + data)[-4096:]
         room = self.limit - self.sent
         if room > 0:
             part = data[:room]
@@ -465,9 +551,12 @@ def run_call(req, reader, wake_r):
         os.close(fd)
     reap_others()
     memory_error = input_error = install_error = False
+    # Node.js reports its heap limit on stderr, then aborts.
+    if req.get("language") == "javascript" and b"heap out of memory" in streams[err_r].tail:
+        memory_error = True
     try:
         flags = os.read(st_r, 16)
-        memory_error = b"M" in flags
+        memory_error = memory_error or b"M" in flags
         input_error = b"I" in flags
         install_error = b"P" in flags
     except OSError:

@@ -81,7 +81,7 @@ int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err
 static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_error_t *err) {
   const struct mcp_config *cfg = ctx->cfg;
   char rootfs[PATH_MAX], workspace[PATH_MAX], executor[PATH_MAX], preload[PATH_MAX], cgpath[256];
-  char wheels[PATH_MAX];
+  char wheels[PATH_MAX], npm[PATH_MAX];
   if (snprintf(bundle, size, "%s/bundle", ctx->dir) >= (int)size ||
       snprintf(rootfs, sizeof(rootfs), "%s/rootfs", cfg->state_dir) >= (int)sizeof(rootfs) ||
       snprintf(workspace, sizeof(workspace), "%s/work", ctx->dir) >= (int)sizeof(workspace) ||
@@ -99,6 +99,7 @@ static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_
       .executor = executor,
       .preload_lib = access(preload, R_OK) == 0 ? preload : NULL,
       .wheels = config_path(cfg, wheels, sizeof(wheels), "wheels") == 0 && access(wheels, R_OK) == 0 ? wheels : NULL,
+      .npm = config_path(cfg, npm, sizeof(npm), "npm") == 0 && access(npm, R_OK) == 0 ? npm : NULL,
       .python = cfg->python,
       .preload_modules = cfg->preload_modules,
       .uid = cfg->sandbox_uid,

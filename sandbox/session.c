@@ -33,12 +33,13 @@ int store_prepare(const struct mcp_config *cfg, mcp_error_t *err) {
   /* The state folder is only traversable: nginx's workers reach the socket
    * folder below it, nobody lists or reads sessions but root. */
   fchmod(sfd, 0711);
-  static const char *const dirs[] = {"sessions", "pool", "trash", "runsc", "wheels", "slots"};
+  static const char *const dirs[] = {"sessions", "pool", "trash", "runsc", "wheels", "npm", "slots"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
     if (mkdirat(sfd, dirs[i], 0700) < 0 && errno != EEXIST)
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", cfg->state_dir, dirs[i]);
-    /* wheels: read by the unprivileged fetcher and bound into sandboxes */
-    if (fchmodat(sfd, dirs[i], strcmp(dirs[i], "wheels") == 0 ? 0755 : 0700, 0) < 0)
+    /* wheels, npm: read by the unprivileged fetcher and bound into sandboxes */
+    bool shared = strcmp(dirs[i], "wheels") == 0 || strcmp(dirs[i], "npm") == 0;
+    if (fchmodat(sfd, dirs[i], shared ? 0755 : 0700, 0) < 0)
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s/%s`", cfg->state_dir, dirs[i]);
   }
   return 0;

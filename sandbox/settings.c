@@ -42,6 +42,8 @@ static const struct key keys[] = {
     STR(audit_log),
     STR(package_index),
     STR(package_user),
+    STR(npm_registry),
+    STR(node),
     INT(package_timeout, 5, 3600),
     INT(responders, 0, 256),
     INT(responder_threads, 1, 256),
@@ -108,6 +110,8 @@ void config_defaults(struct mcp_config *cfg) {
   snprintf(cfg->package_index, sizeof(cfg->package_index), "https://pypi.org/simple");
   snprintf(cfg->audit_log, sizeof(cfg->audit_log), "default"); /* <state>/logs/audit.log */
   snprintf(cfg->package_user, sizeof(cfg->package_user), "nobody");
+  snprintf(cfg->npm_registry, sizeof(cfg->npm_registry), "https://registry.npmjs.org/");
+  snprintf(cfg->node, sizeof(cfg->node), "/usr/bin/node");
   cfg->package_timeout = 120;
   /* Host tasks, not sandbox processes: the sentry needs ~65 of its own,
    * about six per idle sandbox process on the ptrace platform, and many

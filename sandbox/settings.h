@@ -30,6 +30,8 @@ struct mcp_config {
   char audit_log[PATH_MAX];   /* one JSON line per tools/call; "" = none */
   char package_index[512];    /* PEP 503 index wheels are fetched from */
   char package_user[64];      /* unprivileged user that fetches them */
+  char npm_registry[512];     /* npm registry for execute_javascript's packages */
+  char node[PATH_MAX];        /* Node.js inside the sandbox (the host's /usr) */
   int package_timeout;        /* seconds for one fetch */
   int responders;             /* FastCGI responder processes; 0 = 2 x cores */
   int responder_threads;      /* requests each responder serves at once */

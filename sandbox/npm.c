@@ -1,0 +1,224 @@
+/* npm packages for execute_javascript.
+ *
+ * A spec is a package name (optionally @scope/) with an optional version,
+ * range or tag after '@'; git URLs, tarball URLs, paths, aliases (npm:)
+ * and options are refused before anything runs.  The host side installs a
+ * set of specs once, with --ignore-scripts (no install script runs
+ * anywhere), as the unprivileged package_user, into a staging folder; the
+ * finished tree is handed to root and kept read-only in
+ * <state>/npm/<hash of the specs>, which sandboxes see at /opt/mcp/npm.
+ * The executor copies it into the session's /work/node_modules as the
+ * sandbox user. */
+#include "config.h"
+
+#include "npm.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "proc.h"
+#include "util.h"
+
+#define MAX_SPECS 32
+#define MAX_SPEC 214
+
+static bool name_char(int c) { return islower(c) || isdigit(c) || c == '-' || c == '.' || c == '_'; }
+
+/* [a-z0-9][a-z0-9._-]* (npm names are lower case) */
+static const char *scan_part(const char *p) {
+  if (!islower((unsigned char)*p) && !isdigit((unsigned char)*p))
+    return NULL;
+  while (name_char((unsigned char)*p))
+    p++;
+  return p;
+}
+
+int npm_spec_check(const char *spec, char *why, size_t size) {
+  size_t len = strlen(spec);
+  if (len == 0 || len > MAX_SPEC) {
+    snprintf(why, size, "must be 1 to %d characters", MAX_SPEC);
+    return -1;
+  }
+  if (spec[0] == '-') {
+    snprintf(why, size, "options are not accepted");
+    return -1;
+  }
+  if (strpbrk(spec, ":\\#") != NULL || strstr(spec, "..") != NULL) {
+    snprintf(why, size, "URLs, git and file specs and aliases are not accepted; give a name and version, e.g. "
+                        "lodash@4");
+    return -1;
+  }
+  const char *p = spec;
+  if (*p == '@') { /* @scope/name */
+    p = scan_part(p + 1);
+    if (p == NULL || *p != '/') {
+      snprintf(why, size, "has an invalid @scope/name");
+      return -1;
+    }
+    p++;
+  }
+  p = scan_part(p);
+  if (p == NULL) {
+    snprintf(why, size, "does not start with a valid package name (lower case letters, digits, - . _)");
+    return -1;
+  }
+  if (*p == '\0')
+    return 0;
+  if (*p != '@' || p[1] == '\0') {
+    snprintf(why, size, "has unexpected text after the name (use name@version)");
+    return -1;
+  }
+  for (p++; *p; p++) /* version, range or tag */
+    if (!isalnum((unsigned char)*p) && strchr(".*+^~<>=| -_", *p) == NULL) {
+      snprintf(why, size, "has an invalid version range");
+      return -1;
+    }
+  return 0;
+}
+
+int npm_validate(const cJSON *packages, char *msg, size_t size) {
+  if (!cJSON_IsArray(packages)) {
+    snprintf(msg, size, "packages must be an array of strings");
+    return -1;
+  }
+  int i = 0;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, packages) {
+    if (!cJSON_IsString(p)) {
+      snprintf(msg, size, "packages must be an array of strings");
+      return -1;
+    }
+    if (i >= MAX_SPECS) {
+      snprintf(msg, size, "packages: at most %d per call", MAX_SPECS);
+      return -1;
+    }
+    char why[160];
+    if (npm_spec_check(p->valuestring, why, sizeof(why)) < 0) {
+      snprintf(msg, size, "packages[%d] `%.80s` %s", i, p->valuestring, why);
+      return -1;
+    }
+    i++;
+  }
+  return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* 32 hex of SHA-256 over the sorted specs: the same set, the same tree. */
+static int stage_name(const cJSON *packages, char out[33]) {
+  const char *v[MAX_SPECS];
+  int n = 0;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, packages) {
+    if (n < MAX_SPECS)
+      v[n++] = p->valuestring;
+  }
+  qsort(v, (size_t)n, sizeof(v[0]), cmp_str);
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  int ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+  for (int i = 0; ok && i < n; i++)
+    ok = EVP_DigestUpdate(ctx, v[i], strlen(v[i])) == 1 && EVP_DigestUpdate(ctx, "\n", 1) == 1;
+  ok = ok && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len >= 16;
+  EVP_MD_CTX_free(ctx);
+  if (!ok)
+    return -1;
+  for (int i = 0; i < 16; i++)
+    snprintf(out + 2 * i, 3, "%02x", md[i]);
+  return 0;
+}
+
+static int run_as(const struct mcp_config *cfg, const struct passwd *pw, const char *const *argv, const char *home,
+                  struct buf *out, mcp_error_t *err) {
+  char h[PATH_MAX + 8], user[PATH_MAX + 40];
+  snprintf(h, sizeof(h), "HOME=%s", home);
+  /* No host npm configuration: an absent user file and an empty global one
+   * (npm refuses the same file for both). */
+  snprintf(user, sizeof(user), "NPM_CONFIG_USERCONFIG=%s/.npmrc-none", home);
+  const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", h, user,
+                        "NPM_CONFIG_GLOBALCONFIG=/dev/null", "NPM_CONFIG_UPDATE_NOTIFIER=false",
+                        "NPM_CONFIG_FUND=false", "NPM_CONFIG_AUDIT=false", NULL};
+  struct proc_opts o = {.argv = argv, .envp = envp, .stdin_fd = -1, .stderr_fd = -1, .capture = out,
+                        .capture_max = 1 << 20, .capture_stderr = true,
+                        .timeout_ms = (int64_t)cfg->package_timeout * 1000, .cwd = home,
+                        .set_ids = pw != NULL, .uid = pw ? pw->pw_uid : 0, .gid = pw ? pw->pw_gid : 0};
+  int st = 0;
+  if (run_process(&o, &st, err) < 0)
+    return -1;
+  return st == 0 ? 0 : 1;
+}
+
+/* The tail of npm's output without our paths. */
+static void npm_words(const struct buf *out, const char *tmp, char *msg, size_t size) {
+  const char *text = out->data ? out->data : "";
+  size_t start = out->len > 1500 ? out->len - 1500 : 0;
+  cleanup_free char *tail = xstrndup(text + start, out->len - start);
+  char *hit;
+  size_t tl = strlen(tmp);
+  while (tail != NULL && tl > 0 && (hit = strstr(tail, tmp)) != NULL)
+    memmove(hit, hit + tl, strlen(hit + tl) + 1);
+  snprintf(msg, size, "%s", tail ? tail : "npm failed");
+}
+
+int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33], char *msg, size_t size,
+              mcp_error_t *err) {
+  if (stage_name(packages, hash) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, EIO, "hash the package specs");
+  char root[PATH_MAX], final[PATH_MAX + 40], tmp[PATH_MAX + 40], rnd[33];
+  config_path(cfg, root, sizeof(root), "npm");
+  snprintf(final, sizeof(final), "%s/%s", root, hash);
+  if (access(final, F_OK) == 0)
+    return 0; /* installed before, for any session */
+  struct passwd pwbuf, *pw = NULL;
+  char pwtext[1024];
+  if (getpwnam_r(cfg->package_user, &pwbuf, pwtext, sizeof(pwtext), &pw) != 0 || pw == NULL || pw->pw_uid == 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "package_user %s does not exist or is root", cfg->package_user);
+  random_hex32(rnd);
+  snprintf(tmp, sizeof(tmp), "%s/.stage-%.16s", root, rnd);
+  if (mkdir(tmp, 0700) < 0 || chown(tmp, pw->pw_uid, pw->pw_gid) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "make the staging folder");
+  const char *argv[16 + MAX_SPECS] = {"/usr/bin/npm", "install", "--ignore-scripts", "--no-audit", "--no-fund",
+                                      "--no-package-lock", "--no-save", "--omit=dev", "--prefix", tmp,
+                                      "--registry", cfg->npm_registry, "--cache", ".npm-cache"};
+  int n = 14;
+  argv[n++] = "--";
+  const cJSON *p;
+  cJSON_ArrayForEach(p, packages) {
+    if (n < (int)ARRAY_SIZE(argv) - 1)
+      argv[n++] = p->valuestring;
+  }
+  argv[n] = NULL;
+  cleanup_buf struct buf out = {0};
+  int r = run_as(cfg, pw, argv, tmp, &out, err);
+  if (r == 1) {
+    npm_words(&out, tmp, msg, size);
+    mcp_fail_public(err, MCP_ERR_INVALID, "The packages could not be installed");
+  }
+  if (r == 0) {
+    /* The tree becomes root's and read-only to everyone else; the cache
+     * and npm's scratch files go. */
+    char cache[PATH_MAX + 60];
+    snprintf(cache, sizeof(cache), "%s/.npm-cache", tmp);
+    const char *chown_argv[] = {"/bin/chown", "-R", "--no-dereference", "root:root", "--", tmp, NULL};
+    const char *rm_argv[] = {"/bin/rm", "-rf", "--one-file-system", "--", cache, NULL};
+    cleanup_buf struct buf ignored = {0};
+    if (run_as(cfg, NULL, rm_argv, "/", &ignored, err) != 0 || run_as(cfg, NULL, chown_argv, "/", &ignored, err) != 0 ||
+        chmod(tmp, 0755) < 0 ||
+        (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) < 0 && errno != EEXIST)) {
+      if (err == NULL || *err == NULL)
+        mcp_fail(err, MCP_ERR_INTERNAL, errno, "publish the packages");
+      r = -1;
+    }
+  }
+  mcp_error_t rm = NULL;
+  if (access(tmp, F_OK) == 0 && remove_tree_at(AT_FDCWD, tmp, &rm) < 0)
+    mcp_error_log_release(&rm, "npm: cleanup");
+  return r == 0 ? 0 : -1;
+}
