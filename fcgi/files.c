@@ -117,13 +117,18 @@ char *files_uri(const char *dir, const char *path) {
   return b.data;
 }
 
+void files_add_path(cJSON *o, const char *key, const char *path) {
+  cleanup_free char *name = utf8_sanitize(path, strlen(path));
+  cJSON_AddStringToObject(o, key, name ? name : "");
+}
+
 static void add_file_block(cJSON *content, const struct out_file *f) {
   cleanup_free char *uri = files_uri(OUTPUTS_DIR, f->path);
   cJSON *blk = cJSON_CreateObject();
   if (!f->inlined) {
     cJSON_AddStringToObject(blk, "type", "resource_link");
     cJSON_AddStringToObject(blk, "uri", uri ? uri : "");
-    cJSON_AddStringToObject(blk, "name", f->path);
+    files_add_path(blk, "name", f->path);
     cJSON_AddStringToObject(blk, "mimeType", f->mime);
     cJSON_AddNumberToObject(blk, "size", (double)f->size);
     if (f->reason != NULL)
@@ -158,7 +163,7 @@ void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *
   for (size_t i = 0; i < out->n; i++) {
     const struct out_file *f = &out->files[i];
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", f->path);
+    files_add_path(o, "name", f->path);
     cJSON_AddNumberToObject(o, "size", (double)f->size);
     cJSON_AddStringToObject(o, "mime_type", f->mime);
     cJSON_AddBoolToObject(o, "inlined", f->inlined);
@@ -172,7 +177,7 @@ void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *
   }
   for (size_t i = 0; i < out->n_skipped; i++) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", out->skipped[i].path);
+    files_add_path(o, "name", out->skipped[i].path);
     cJSON_AddStringToObject(o, "reason", out->skipped[i].reason);
     cJSON_AddItemToArray(skipped, o);
     char line[600];
@@ -188,7 +193,7 @@ void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *
   cleanup_buf struct buf text = {0};
   buf_append(&text, head, strlen(head));
   buf_append(&text, summary.data, summary.len);
-  cJSON_AddStringToObject(t, "text", text.data);
+  files_add_path(t, "text", text.data);
   cJSON_AddItemToArray(content, t);
   for (size_t i = 0; i < out->n; i++)
     add_file_block(content, &out->files[i]);

@@ -12,6 +12,9 @@
 int files_validate(const struct mcp_config *cfg, const cJSON *files, char *msg, size_t size);
 /* Content blocks and structuredContent.files / skipped_files. */
 void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *out);
+/* o[key] = path (or a text naming paths), bytes that are not UTF-8 as U+FFFD:
+ * sandboxed code names its files with any bytes, a JSON string is UTF-8. */
+void files_add_path(cJSON *o, const char *key, const char *path);
 /* file:///work/<dir>/<path>, percent-encoded. */
 char *files_uri(const char *dir, const char *path);
 

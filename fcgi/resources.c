@@ -56,7 +56,7 @@ int resources_list(struct rpc_call *c) {
     cleanup_free char *uri = files_uri(OUTPUTS_DIR, out.files[i].path);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "uri", uri ? uri : "");
-    cJSON_AddStringToObject(o, "name", out.files[i].path);
+    files_add_path(o, "name", out.files[i].path);
     cJSON_AddStringToObject(o, "mimeType", out.files[i].mime);
     cJSON_AddNumberToObject(o, "size", (double)out.files[i].size);
     cJSON_AddItemToArray(list, o);
