@@ -68,6 +68,8 @@ struct sup {
   bool ready;
   int64_t started_at;
   int quick_deaths;
+  pid_t sandbox_pid; /* its main host process, -1: unknown */
+  bool sandbox_gone; /* we reaped it: the sandbox is dead */
   struct client clients[MAX_CLIENTS];
   int call;              /* index of the client whose call runs, -1: none */
   bool call_active;
@@ -115,6 +117,7 @@ static void exec_close(struct sup *s) {
   frame_reader_free(&s->exec_r);
   s->ready = false;
   s->started = false;
+  s->sandbox_pid = -1;
 }
 
 static void sandbox_stop(struct sup *s) {
@@ -134,6 +137,30 @@ static int refresh_dir(struct sup *s, mcp_error_t *err) {
   path[n] = '\0';
   memcpy(s->sb.dir, path, (size_t)n + 1);
   return 0;
+}
+
+/* The sandbox's main host process: the executor (direct backend) or runsc's
+ * sandbox process, from the container's state file.  It is our child (we
+ * are the subreaper of runsc's processes): reaping it tells that the
+ * sandbox died, even while its pipes are still held by dying processes. */
+static pid_t main_pid(struct sup *s) {
+  if (s->sb.pid > 0)
+    return s->sb.pid;
+  char path[PATH_MAX];
+  int n = snprintf(path, sizeof(path), "%s/runsc/%s_sandbox:%s.state", s->cfg.state_dir, s->sb.container_id,
+                   s->sb.container_id);
+  if (n < 0 || (size_t)n >= sizeof(path))
+    return -1;
+  cleanup_free char *text = NULL;
+  size_t len = 0;
+  mcp_error_t err = NULL;
+  if (read_file_at(AT_FDCWD, path, 1 << 20, &text, &len, &err) < 0) {
+    mcp_error_release(&err);
+    return -1;
+  }
+  cleanup_cjson cJSON *st = cJSON_ParseWithLength(text, len);
+  const cJSON *pid = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "sandbox"), "pid");
+  return cJSON_IsNumber(pid) && pid->valuedouble > 1 && pid->valuedouble < (1 << 30) ? (pid_t)pid->valuedouble : -1;
 }
 
 static int sandbox_start(struct sup *s, mcp_error_t *err) {
@@ -166,6 +193,8 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
   s->started = true;
   s->ready = false;
   s->started_at = now_ms();
+  s->sandbox_pid = main_pid(s);
+  s->sandbox_gone = false;
   return 0;
 }
 
@@ -234,6 +263,12 @@ static void start_call(struct sup *s, int i) {
 }
 
 static void maybe_start_next(struct sup *s) {
+  /* Killed from outside between calls, before its pipes said so: start a
+   * new sandbox rather than hand the next call to the dead one. */
+  if (s->started && s->sandbox_gone && !s->call_active) {
+    sandbox_lost(s, false);
+    return;
+  }
   if (s->call_active || !s->ready)
     return;
   int best = -1;
@@ -406,11 +441,13 @@ static void on_accept(struct sup *s) {
   close(fd);
 }
 
-static void reap_children(void) {
+static void reap_children(struct sup *s) {
   for (;;) {
     pid_t p = waitpid(-1, NULL, WNOHANG);
     if (p <= 0)
       return;
+    if (p == s->sandbox_pid)
+      s->sandbox_gone = true;
   }
 }
 
@@ -420,7 +457,7 @@ static void on_signal(struct sup *s) {
     if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
       s->quit = true;
   }
-  reap_children();
+  reap_children(s);
 }
 
 /* Start the sandbox when none runs, with a bound on crash loops. */
@@ -550,6 +587,7 @@ int supervisor_main(int argc, char **argv) {
   }
   static struct sup s;
   s.exec_in = s.exec_out = s.listen_fd = s.sig_fd = s.lock_fd = -1;
+  s.sandbox_pid = -1;
   s.call = -1;
   s.quitter = -1;
   for (int i = 0; i < MAX_CLIENTS; i++)
@@ -579,7 +617,7 @@ int supervisor_main(int argc, char **argv) {
   unlinkat(s.dirfd, SUPERVISOR_SOCKET, 0);
   close(s.listen_fd);
   sandbox_stop(&s);
-  reap_children();
+  reap_children(&s);
   workspace_unmount(s.dirfd);
   /* Release the folder before answering: whoever asked us to quit removes it next. */
   close(s.lock_fd);
@@ -592,6 +630,6 @@ int supervisor_main(int argc, char **argv) {
       client_error(&s, i, "The session ended before the call could finish.");
     client_close(&s, i);
   }
-  reap_children();
+  reap_children(&s);
   return 0;
 }
