@@ -1,0 +1,458 @@
+// Sessions shared on disk by the responder pool: serialization, ownership,
+// idle expiry, capacity limits, and faults (a responder killed in the middle
+// of a call, a sandbox killed from outside between calls).
+//
+// It needs its own stack (scripts/test starts one in run-test-faults/):
+// small max_sessions, max_concurrent, capacity_wait, busy_wait and
+// idle_timeout, and a tokens file with a second token; and it runs as root
+// on the stack's host with MCP_STATE_DIR set, since it kills processes and
+// inspects /proc, /sys/fs/cgroup and the state folder.  The settings are
+// read from the running server (mcp-server --print-config in the master's
+// environment), so the assertions follow whatever the stack was given.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { MCP_TOKEN, TEST_TIMEOUT_MS, randomToken } from './lib/common.mjs';
+import { RawSession, request, resultText, show } from './lib/rpc.mjs';
+import {
+  STATE_DIR,
+  sleep,
+  alive,
+  effectiveConfig,
+  inventory,
+  waitNoStrays,
+  leftoversOf,
+  sandboxIdOf,
+  sessionProcesses,
+  responderServing,
+  otherToken,
+} from './lib/host.mjs';
+
+const opts = { timeout: TEST_TIMEOUT_MS };
+
+if (!STATE_DIR) throw new Error('faults.test.mjs needs MCP_STATE_DIR (the state folder of the stack under test)');
+if (process.getuid() !== 0) throw new Error('faults.test.mjs must run as root (it kills processes of the stack)');
+
+const cfg = effectiveConfig();
+
+// Every session a test opened: ended (DELETE) by the test, or here.
+const opened = new Set();
+
+async function open(name, token = MCP_TOKEN) {
+  const s = new RawSession({ name: `faults-${name}`, token });
+  const r = await s.init();
+  assert.equal(r.status, 200, `initialize (${name}): HTTP ${r.status} ${r.body}`);
+  assert.match(s.sid, /^[0-9a-f-]{36}$/, 'a session id');
+  opened.add(s);
+  return s;
+}
+
+async function end(s) {
+  if (!s) return;
+  await s.del().catch(() => {});
+  opened.delete(s);
+}
+
+/** A tools/call that must succeed; returns structuredContent. */
+async function ok(s, code, args = {}) {
+  const r = await s.run(code, args);
+  assert.equal(r.status, 200, `tools/call: HTTP ${r.status} ${r.body}`);
+  const sc = r.result?.structuredContent;
+  assert.ok(sc && !r.result.isError && sc.exit_code === 0, `the call succeeds: ${show(r.json)}`);
+  return sc;
+}
+
+const workFile = (s, name) => path.join(STATE_DIR, 'sessions', s.sid, 'work', name);
+
+/** Wait until the call running in session s has created /work/<name> (seen from the host). */
+async function waitFile(s, name, ms = 20000) {
+  const deadline = Date.now() + ms;
+  while (!fs.existsSync(workFile(s, name))) {
+    if (Date.now() > deadline) assert.fail(`/work/${name} of session ${s.sid} did not appear within ${ms} ms`);
+    await sleep(25);
+  }
+}
+
+async function until(what, pred, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await pred();
+    if (v) return v;
+    if (Date.now() > deadline) assert.fail(`${what}: not within ${ms} ms`);
+    await sleep(100);
+  }
+}
+
+/** Poll fn() (a list) until it is empty or ms have passed; returns the last list. */
+async function settle(fn, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = fn();
+    if (v.length === 0 || Date.now() > deadline) return v;
+    await sleep(200);
+  }
+}
+
+function sessionFolders() {
+  return fs.readdirSync(path.join(STATE_DIR, 'sessions')).filter((n) => /^[0-9a-f-]{36}$/.test(n));
+}
+
+test('the stack under test has the settings this file needs', opts, (t) => {
+  t.diagnostic(
+    `max_sessions ${cfg.max_sessions}, max_concurrent ${cfg.max_concurrent}, capacity_wait ${cfg.capacity_wait}, ` +
+      `busy_wait ${cfg.busy_wait}, idle_timeout ${cfg.idle_timeout}, pool_size ${cfg.pool_size}, responders ${cfg.responders}`,
+  );
+  assert.ok(cfg.busy_wait >= 2 && cfg.busy_wait <= 5, `busy_wait 2-5 s (is ${cfg.busy_wait})`);
+  assert.ok(cfg.idle_timeout >= 5 && cfg.idle_timeout <= 20, `idle_timeout 5-20 s (is ${cfg.idle_timeout})`);
+  assert.ok(cfg.max_sessions >= 3 && cfg.max_sessions <= 8, `max_sessions 3-8 (is ${cfg.max_sessions})`);
+  assert.ok(Number.isInteger(cfg.max_concurrent), `the server has a max_concurrent setting (print-config: ${cfg.max_concurrent})`);
+  assert.ok(cfg.max_concurrent + 1 <= cfg.max_sessions, `max_concurrent + 1 <= max_sessions (${cfg.max_concurrent}, ${cfg.max_sessions})`);
+  assert.ok(otherToken(MCP_TOKEN), `the tokens file in ${STATE_DIR} has a second token`);
+});
+
+// ---- serialization ---------------------------------------------------------
+
+test('two calls on one session at once are serialized: the second waits, then runs after the first', opts, async () => {
+  const s = await open('serial');
+  try {
+    await ok(s, 'print("warm")');
+    const first = s.run(
+      'import time\nopen("first-start", "w").close()\ntime.sleep(1)\nopen("first-end", "w").close()\nprint("first")',
+      { timeout_seconds: 30 },
+    );
+    await waitFile(s, 'first-start');
+    const sc2 = await ok(s, 'import os\nprint(os.path.exists("first-end"))');
+    const r1 = await first;
+    assert.equal(r1.result?.structuredContent?.stdout, 'first\n', `the first call: ${show(r1.json)}`);
+    assert.equal(sc2.stdout, 'True\n', 'the second call ran after the first had finished');
+  } finally {
+    await end(s);
+  }
+});
+
+test('a call on a busy session waits busy_wait, then gets a clear "session busy" result; the running call is unharmed', opts, async (t) => {
+  const s = await open('busy');
+  try {
+    await ok(s, 'print("warm")');
+    const long = cfg.busy_wait + 3;
+    const first = s.run(
+      `import time\nopen("long-start", "w").close()\ntime.sleep(${long})\nopen("long-end", "w").close()\nprint("long")`,
+      { timeout_seconds: long + 30 },
+    );
+    await waitFile(s, 'long-start');
+    const r = await s.run('print("second")');
+    t.diagnostic(`second call answered after ${r.ms} ms: ${show(r.json)}`);
+    assert.equal(r.status, 200, `HTTP ${r.status}`);
+    assert.equal(r.result?.isError, true, `isError: ${show(r.json)}`);
+    assert.match(resultText(r.result), /busy/i, 'the result says the session is busy');
+    assert.equal(r.result?.structuredContent?.stdout, undefined, 'the code did not run');
+    assert.ok(r.ms >= cfg.busy_wait * 1000 - 300, `it waited busy_wait (${cfg.busy_wait} s): ${r.ms} ms`);
+    assert.ok(r.ms < cfg.busy_wait * 1000 + 2500, `and not much longer: ${r.ms} ms`);
+    assert.ok(!fs.existsSync(workFile(s, 'long-end')), 'the busy answer came while the first call still ran');
+    const r1 = await first;
+    assert.equal(r1.result?.structuredContent?.stdout, 'long\n', `the running call finished normally: ${show(r1.json)}`);
+    assert.notEqual(r1.result?.isError, true);
+    const sc = await ok(s, 'print("after")');
+    assert.equal(sc.stdout, 'after\n');
+  } finally {
+    await end(s);
+  }
+});
+
+test('calls on different sessions run in parallel', opts, async () => {
+  const a = await open('parallel-a');
+  const b = await open('parallel-b');
+  try {
+    await Promise.all([ok(a, 'print(1)'), ok(b, 'print(2)')]);
+    const code = 'import time\nt0 = time.time()\ntime.sleep(1.5)\nprint(t0, time.time())';
+    const [ra, rb] = await Promise.all([ok(a, code), ok(b, code)]);
+    const [a0, a1] = ra.stdout.trim().split(' ').map(Number);
+    const [b0, b1] = rb.stdout.trim().split(' ').map(Number);
+    assert.ok(Math.max(a0, b0) < Math.min(a1, b1), `the two calls overlapped in time: A ${a0}-${a1}, B ${b0}-${b1}`);
+  } finally {
+    await end(a);
+    await end(b);
+  }
+});
+
+// ---- ownership -------------------------------------------------------------
+
+test('a session belongs to the token that created it: another valid token gets 404 and changes nothing', opts, async () => {
+  const [otherName, other] = otherToken(MCP_TOKEN);
+  const s = await open('owner');
+  let own;
+  try {
+    const secret = randomToken();
+    await ok(s, `open("owned.txt", "w").write("${secret}")`);
+    const meta = JSON.parse(fs.readFileSync(path.join(STATE_DIR, 'sessions', s.sid, 'meta.json'), 'utf8'));
+    assert.notEqual(meta.token_id, otherName, 'meta.json names the creating token');
+    // The same session id with the other token.
+    const thief = new RawSession({ token: other, name: 'faults-thief' });
+    thief.sid = s.sid;
+    for (const [what, r] of [
+      ['ping', await thief.ping()],
+      ['tools/list', await thief.rpc('tools/list')],
+      ['tools/call', await thief.run('print(open("owned.txt").read())')],
+      ['notifications/initialized', await thief.notify('notifications/initialized')],
+      ['DELETE', await thief.del()],
+    ]) {
+      assert.equal(r.status, 404, `${what} with another token's session: HTTP ${r.status} ${r.body}`);
+      assert.ok(!r.body.includes(secret), `${what}: the answer leaks nothing`);
+    }
+    // The owner still has the session, with its file.
+    const sc = await ok(s, 'print(open("owned.txt").read())');
+    assert.equal(sc.stdout, `${secret}\n`, 'the session and its file are intact');
+    // The other token works for sessions of its own, which do not see the first one's files.
+    own = await open('owner-other', other);
+    const sc2 = await ok(own, 'import os\nprint(os.path.exists("owned.txt"))');
+    assert.equal(sc2.stdout, 'False\n');
+  } finally {
+    await end(s);
+    await end(own);
+  }
+});
+
+// ---- idle expiry -----------------------------------------------------------
+
+test('idle sessions expire: the keeper destroys the sandbox and removes the folder, the id gets 404; activity and a running call keep sessions alive', opts, async (t) => {
+  const idleMs = cfg.idle_timeout * 1000;
+  const idle = await open('expire-idle');
+  const pinged = await open('expire-pinged');
+  const busy = await open('expire-busy');
+  let stopPing = false;
+  try {
+    await ok(idle, 'open("f.txt", "w").write("x")');
+    const sb = sandboxIdOf(idle.sid);
+    const { supervisor } = sessionProcesses(idle.sid, cfg);
+    assert.ok(sb && supervisor, `session ${idle.sid} has a sandbox id and a supervisor`);
+    const lastUse = Date.now();
+    // A session that is used keeps living; one whose only call lasts longer
+    // than idle_timeout too.
+    const pinger = (async () => {
+      const fails = [];
+      while (!stopPing) {
+        const r = await pinged.ping();
+        if (r.status !== 200) fails.push(`ping: HTTP ${r.status}`);
+        await sleep(idleMs / 4);
+      }
+      return fails;
+    })();
+    const busyFrom = Date.now();
+    let longDone = false;
+    const longCall = busy
+      .run(`import time\ntime.sleep(${cfg.idle_timeout + 4})\nprint("still here")`, { timeout_seconds: cfg.idle_timeout + 30 })
+      .finally(() => (longDone = true));
+    const folder = path.join(STATE_DIR, 'sessions', idle.sid);
+    await until('the idle session folder is removed', () => !fs.existsSync(folder), idleMs + 20000);
+    const goneAfter = Date.now() - lastUse;
+    // Past idle_timeout, with its call still running, the busy session
+    // answers other requests (a ping; notifications/cancelled would too).
+    while (Date.now() - busyFrom < idleMs + 500) await sleep(100);
+    const during = await busy.ping();
+    assert.ok(!longDone, 'the long call still runs');
+    assert.equal(during.status, 200, `a ping past idle_timeout while the session's call runs: HTTP ${during.status} ${during.body}`);
+    t.diagnostic(`idle session removed ${goneAfter} ms after its last request (idle_timeout ${idleMs} ms)`);
+    assert.ok(goneAfter >= idleMs - 500, `not before idle_timeout: ${goneAfter} ms`);
+    for (const [what, r] of [
+      ['ping', await idle.ping()],
+      ['tools/call', await idle.run('print(1)')],
+      ['DELETE', await idle.del()],
+    ]) {
+      assert.equal(r.status, 404, `${what} on an expired session: HTTP ${r.status} ${r.body}`);
+    }
+    opened.delete(idle);
+    const left = await settle(() => leftoversOf(idle.sid, [sb], cfg), 10000);
+    assert.deepEqual(left, [], "the expired session's sandbox, container, cgroups, mount and processes are gone");
+    assert.ok(!alive(supervisor.pid), `its supervisor ${supervisor.pid} has exited`);
+    const r = await longCall;
+    assert.equal(r.result?.structuredContent?.stdout, 'still here\n', `a call longer than idle_timeout completes: ${show(r.json)}`);
+    const sc = await ok(busy, 'print("alive")');
+    assert.equal(sc.stdout, 'alive\n', 'and its session lives on');
+    stopPing = true;
+    const fails = await pinger;
+    assert.deepEqual(fails, [], 'a session pinged every idle_timeout/4 never expired');
+    assert.equal((await pinged.ping()).status, 200, 'the pinged session is alive');
+  } finally {
+    stopPing = true;
+    await end(idle);
+    await end(pinged);
+    await end(busy);
+  }
+});
+
+// ---- capacity --------------------------------------------------------------
+
+test('max_sessions: a new session beyond it gets 503 with Retry-After and leaves nothing; one ends, a new one works', opts, async (t) => {
+  const mine = [];
+  try {
+    await settle(sessionFolders, 15000);
+    const before = sessionFolders().length;
+    let refused = null;
+    for (let i = 0; i <= cfg.max_sessions; i++) {
+      const s = new RawSession({ name: `faults-cap-${i}` });
+      const r = await s.init();
+      if (r.status === 200) {
+        mine.push(s);
+        opened.add(s);
+        continue;
+      }
+      refused = r;
+      break;
+    }
+    assert.ok(refused, `a session beyond max_sessions (${cfg.max_sessions}) was refused`);
+    t.diagnostic(`refused after ${mine.length} new sessions (${before} existed): HTTP ${refused.status} ${show(refused.headers)} ${refused.body}`);
+    assert.equal(mine.length + before, cfg.max_sessions, `exactly max_sessions sessions were accepted`);
+    assert.equal(refused.status, 503, 'HTTP 503');
+    assert.match(String(refused.headers['retry-after']), /^[1-9][0-9]*$/, 'Retry-After: a number of seconds');
+    assert.equal(refused.headers['mcp-session-id'], undefined, 'no session id');
+    assert.match(refused.json?.error?.message || '', /maximum number of sessions/i, `a JSON-RPC error that says why: ${refused.body}`);
+    assert.equal(sessionFolders().length, cfg.max_sessions, 'no folder for the refused session');
+    // Refused again, promptly: no queue, no hang.
+    const again = await new RawSession({ name: 'faults-cap-again' }).init();
+    assert.equal(again.status, 503);
+    assert.ok(again.ms < 3000, `the 503 is immediate: ${again.ms} ms`);
+    // The sessions at the limit work.
+    const sc = await ok(mine[0], 'print("at the limit")');
+    assert.equal(sc.stdout, 'at the limit\n');
+    // One ends: a new session is accepted and works.
+    await end(mine.shift());
+    const s = new RawSession({ name: 'faults-cap-after' });
+    const r = await s.init();
+    assert.equal(r.status, 200, `after a DELETE a new session is accepted: HTTP ${r.status} ${r.body}`);
+    mine.push(s);
+    opened.add(s);
+    const sc2 = await ok(s, 'print("new")');
+    assert.equal(sc2.stdout, 'new\n');
+  } finally {
+    for (const s of mine) await end(s);
+  }
+});
+
+test('max_concurrent: a call beyond it waits capacity_wait, then gets an isError result saying the server is at capacity', opts, async (t) => {
+  const n = cfg.max_concurrent;
+  const wait = cfg.capacity_wait ?? 0;
+  const sessions = [];
+  try {
+    for (let i = 0; i <= n; i++) sessions.push(await open(`conc-${i}`));
+    for (const s of sessions) await ok(s, 'print("warm")');
+    const hold = wait + 4;
+    const running = sessions.slice(0, n).map((s) =>
+      s.run(`import time\nopen("slot", "w").close()\ntime.sleep(${hold})\nprint("held")`, { timeout_seconds: hold + 30 }));
+    for (const s of sessions.slice(0, n)) await waitFile(s, 'slot');
+    const extra = sessions[n];
+    const r = await extra.run('print("extra")');
+    t.diagnostic(`call number ${n + 1} answered after ${r.ms} ms: ${show(r.json)}`);
+    assert.equal(r.status, 200, `HTTP ${r.status} ${r.body}`);
+    assert.equal(r.result?.isError, true, `isError: ${show(r.json)}`);
+    assert.match(resultText(r.result), /capacity/i, 'the result says the server is at capacity');
+    assert.ok(r.ms < wait * 1000 + 3000, `answered within capacity_wait (${wait} s) + 3 s: ${r.ms} ms`);
+    for (const p of running) {
+      const rr = await p;
+      assert.equal(rr.result?.structuredContent?.stdout, 'held\n', `the running calls finish normally: ${show(rr.json)}`);
+    }
+    const sc = await ok(extra, 'print("extra")');
+    assert.equal(sc.stdout, 'extra\n', 'with slots free again the call runs');
+  } finally {
+    for (const s of sessions) await end(s);
+  }
+});
+
+// ---- faults ----------------------------------------------------------------
+
+test('kill -9 of the responder serving a call: the client gets an error promptly, the pool restarts it, the session keeps its files, no orphan', opts, async (t) => {
+  const s = await open('kill-responder');
+  try {
+    await ok(s, 'open("before.txt", "w").write("before")');
+    const { sandbox } = sessionProcesses(s.sid, cfg);
+    assert.ok(sandbox, 'the session has a sandbox process');
+    const respondersBefore = inventory(STATE_DIR, cfg).responders;
+    let settled = null;
+    const call = s
+      .run('import time\nopen("c-start", "w").close()\ntime.sleep(3)\nopen("c-end", "w").write("end")\nprint("C")', {
+        timeout_seconds: 30,
+      })
+      .then(
+        (r) => (settled = { at: Date.now(), r }),
+        (e) => (settled = { at: Date.now(), e }),
+      );
+    await waitFile(s, 'c-start');
+    const victim = responderServing(s.sid, cfg);
+    assert.ok(victim, `a responder holds session ${s.sid} open (responders ${respondersBefore})`);
+    const killedAt = Date.now();
+    process.kill(victim, 'SIGKILL');
+    await call;
+    const delay = settled.at - killedAt;
+    t.diagnostic(`responder ${victim} killed; the client got ${settled.e ? `error ${settled.e.message}` : `HTTP ${settled.r.status} ${settled.r.body.slice(0, 200)}`} after ${delay} ms`);
+    assert.ok(settled.e || settled.r.status >= 500 || settled.r.json?.error || settled.r.result?.isError,
+      `the client gets an error: ${show(settled.r?.json ?? settled.r?.body)}`);
+    assert.ok(delay < 2000, `promptly: ${delay} ms after the kill`);
+    // The pool restarts the responder.
+    const responders = await until('the master restarts the responder', () => {
+      const r = inventory(STATE_DIR, cfg).responders;
+      return r.length === respondersBefore.length && !r.includes(victim) ? r : null;
+    }, 5000);
+    t.diagnostic(`responders before ${respondersBefore}, after ${responders}`);
+    // The session is usable with its files; the interrupted call ran to its
+    // end in the sandbox (the supervisor keeps it), and the next call runs
+    // after it.
+    const sc = await ok(s, 'import os\nprint(open("before.txt").read(), open("c-end").read() if os.path.exists("c-end") else "no-c-end")');
+    assert.equal(sc.stdout, 'before end\n', 'the files are there, the interrupted call finished');
+    const now = sessionProcesses(s.sid, cfg).sandbox;
+    assert.equal(now?.pid, sandbox.pid, 'the sandbox survived the responder');
+    const left = await waitNoStrays(cfg, 10000);
+    assert.deepEqual(left, [], 'no orphaned sandbox, process, container, cgroup or mount');
+  } finally {
+    await end(s);
+  }
+});
+
+function runsc(...args) {
+  return execFileSync(cfg.runsc || '/usr/bin/runsc', [`--root=${path.join(STATE_DIR, 'runsc')}`, ...args], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+for (const [how, kill] of [
+  ['runsc kill <container> KILL', (sb) => runsc('kill', sb.cid, 'KILL')],
+  ['kill -9 of its runsc-sandbox process', (sb) => process.kill(sb.pid, 'SIGKILL')],
+]) {
+  test(`the sandbox killed from outside between calls (${how}): the next call recreates it, the files are intact`, opts, async (t) => {
+    const s = await open('kill-sandbox');
+    try {
+      const secret = randomToken();
+      await ok(s, `open("keep.txt", "w").write("${secret}")`);
+      const { sandbox } = sessionProcesses(s.sid, cfg);
+      assert.ok(sandbox, 'the session has a sandbox process');
+      kill(sandbox);
+      await until(`the sandbox process ${sandbox.pid} is gone`, () => !alive(sandbox.pid), 10000);
+      const t0 = Date.now();
+      const sc = await ok(s, 'print(open("keep.txt").read())');
+      t.diagnostic(`the next call took ${Date.now() - t0} ms: ${show(sc)}`);
+      assert.equal(sc.stdout, `${secret}\n`, 'the workspace file is intact');
+      const now = sessionProcesses(s.sid, cfg).sandbox;
+      assert.ok(now && now.pid !== sandbox.pid, `a new sandbox runs (${now?.pid}, was ${sandbox.pid})`);
+      const sc2 = await ok(s, 'print("again")');
+      assert.equal(sc2.stdout, 'again\n');
+      const left = await waitNoStrays(cfg, 10000);
+      assert.deepEqual(left, [], 'nothing of the killed sandbox is left');
+    } finally {
+      await end(s);
+    }
+  });
+}
+
+// ---- afterwards ------------------------------------------------------------
+
+test('afterwards: every session ended, nothing left beyond the pool', opts, async () => {
+  for (const s of [...opened]) await end(s);
+  assert.deepEqual(await settle(sessionFolders, 15000), [], 'no session folder left');
+  const left = await waitNoStrays(cfg, 15000);
+  assert.deepEqual(left, [], 'no sandbox, process, container, cgroup, mount or trash beyond the pool');
+});
+
+after(async () => {
+  for (const s of [...opened]) await end(s);
+});
