@@ -91,6 +91,11 @@ static int build_process(cJSON *root, const struct bundle_spec *s) {
   cJSON_AddItemToArray(args, cJSON_CreateString(gid));
   if (s->preload_lib != NULL)
     cJSON_AddItemToArray(args, cJSON_CreateString("--statx-fix"));
+  if (s->learn_modules != NULL && *s->learn_modules) {
+    char mods[600];
+    snprintf(mods, sizeof(mods), "--learn=%s", s->learn_modules);
+    cJSON_AddItemToArray(args, cJSON_CreateString(mods));
+  }
   if (s->preload_modules != NULL && *s->preload_modules) {
     char mods[600];
     snprintf(mods, sizeof(mods), "--preload=%s", s->preload_modules);

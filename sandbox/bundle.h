@@ -29,7 +29,8 @@ struct bundle_spec {
   const char *wheels;         /* host path of the wheel cache, or NULL */
   const char *npm;            /* host path of the installed npm trees, or NULL */
   const char *python;         /* interpreter inside the sandbox */
-  const char *preload_modules;
+  const char *preload_modules; /* imported by the executor before its first call */
+  const char *learn_modules;   /* imported by it after a call used them */
   const char *cgroups_path;   /* NULL: runsc runs with --ignore-cgroups */
   uint64_t memory_backstop;   /* cgroup memory limit of the whole sandbox, 0: none */
   int64_t pids_backstop;      /* cgroup pids limit, 0: none */

@@ -102,6 +102,7 @@ static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_
       .npm = config_path(cfg, npm, sizeof(npm), "npm") == 0 && access(npm, R_OK) == 0 ? npm : NULL,
       .python = cfg->python,
       .preload_modules = cfg->preload_modules,
+      .learn_modules = cfg->learn_modules,
       .uid = cfg->sandbox_uid,
       .gid = cfg->sandbox_gid,
       .tmp_size = cfg->tmp_size,

@@ -38,6 +38,7 @@ static const struct key keys[] = {
     STR(allowed_origins),
     STR(python),
     STR(preload_modules),
+    STR(learn_modules),
     STR(cgroup_parent),
     STR(audit_log),
     STR(package_index),
@@ -87,6 +88,10 @@ void config_defaults(struct mcp_config *cfg) {
   snprintf(cfg->runsc, sizeof(cfg->runsc), "/usr/bin/runsc");
   snprintf(cfg->runsc_platform, sizeof(cfg->runsc_platform), "ptrace");
   snprintf(cfg->python, sizeof(cfg->python), "/usr/bin/python3");
+  /* Heavy template modules are imported by a session's executor only after
+   * the session used them: idle sessions stay small, warm calls fast. */
+  snprintf(cfg->learn_modules, sizeof(cfg->learn_modules),
+           "numpy,pandas,matplotlib,matplotlib.pyplot,PIL,PIL.Image,scipy");
   cfg->responders = 0;
   cfg->responder_threads = 8;
   cfg->idle_timeout = 600;

@@ -25,7 +25,8 @@ struct mcp_config {
   char runsc_platform[16];
   char allowed_origins[1024]; /* comma-separated Origin values accepted besides localhost */
   char python[PATH_MAX];      /* the interpreter inside the sandbox */
-  char preload_modules[512];  /* comma-separated modules the executor imports before forking */
+  char preload_modules[512];  /* comma-separated modules the executor imports before its first call */
+  char learn_modules[512];    /* ... and these once a call of the session has used them */
   char cgroup_parent[128];    /* parent cgroup of all sandboxes; "" = none; "auto" = per state folder */
   char audit_log[PATH_MAX];   /* one JSON line per tools/call; "" = none */
   char package_index[512];    /* PEP 503 index wheels are fetched from */
