@@ -161,13 +161,22 @@ export function inventory(state = STATE_DIR, cfg = null) {
       (shares ? inv.responders : inv.keepers).push(pid);
     }
   }
+  // The master's subtree: everything the service started (supervisors are
+  // adopted by the master, and so are runsc processes whose supervisor died).
+  const subtree = new Set();
+  const walk = (pid) => {
+    subtree.add(pid);
+    for (const c of childrenOf(pid)) walk(c);
+  };
+  walk(master);
+  const candidates = [];
   for (const pid of allPids()) {
     const p = proc(pid);
     if (!p || p.state === 'Z' || pid === master) continue;
     if (inv.responders.includes(pid) || inv.keepers.includes(pid)) continue;
     const cmd = p.argv.join(' ');
     const exe = path.basename(p.argv[0] || '');
-    if (exe === 'mcp-sandboxd' && cmd.includes(`${state}/`)) {
+    if (exe === 'mcp-sandboxd' && (p.argv[1] || '').startsWith(`${state}/`)) {
       // Its folder moves (pool -> sessions -> trash): the sup.lock it holds
       // open says where it is now.
       const lock = fdTargets(pid).find((t) => t.endsWith('/sup.lock'));
@@ -176,10 +185,20 @@ export function inventory(state = STATE_DIR, cfg = null) {
       inv.sandboxes.push({ pid, ppid: p.ppid, cid: p.argv[p.argv.length - 1] });
     } else if (p.argv[0] === 'runsc-gofer' && p.argv.includes(root)) {
       inv.gofers.push({ pid, ppid: p.ppid });
-    } else if (cmd.includes(`${state}/`) && !cmd.includes('nginx')) {
-      inv.others.push({ pid, ppid: p.ppid, cmd });
+    } else if (subtree.has(pid) || p.argv.includes(root)) {
+      candidates.push({ pid, ppid: p.ppid, cmd });
     }
   }
+  // A sandbox's and a gofer's own processes (ptrace stubs) are theirs.
+  const owned = new Set();
+  const own = (pid) => {
+    for (const c of childrenOf(pid)) {
+      owned.add(c);
+      own(c);
+    }
+  };
+  for (const x of [...inv.sandboxes, ...inv.gofers]) own(x.pid);
+  inv.others = candidates.filter((c) => !owned.has(c.pid));
   for (const n of list(path.join(state, 'runsc'))) {
     const m = /^mcp([0-9a-f]{32})_sandbox:/.exec(n);
     inv.containers.push({ file: n, id: m ? m[1] : null });
@@ -206,8 +225,8 @@ export function inventory(state = STATE_DIR, cfg = null) {
  * Everything else must belong to one of them: each supervisor to a live
  * folder (one per folder), each runsc sandbox and gofer to a live supervisor
  * (its parent), each runsc container, cgroup and workspace mount to a live
- * folder's sandbox; trash must be empty and no other process may name the
- * state folder.
+ * folder's sandbox; trash must be empty, and the service (the master's
+ * subtree) runs no other process, nor does any runsc command of its root.
  */
 export function strays(inv, state = STATE_DIR) {
   const out = [];
