@@ -99,7 +99,7 @@ function sessionFolders() {
   return fs.readdirSync(path.join(STATE_DIR, 'sessions')).filter((n) => /^[0-9a-f-]{36}$/.test(n));
 }
 
-test('the stack under test has the settings this file needs', opts, (t) => {
+test('the stack under test has the settings this file needs, and no session yet', opts, async (t) => {
   t.diagnostic(
     `max_sessions ${cfg.max_sessions}, max_concurrent ${cfg.max_concurrent}, capacity_wait ${cfg.capacity_wait}, ` +
       `busy_wait ${cfg.busy_wait}, idle_timeout ${cfg.idle_timeout}, pool_size ${cfg.pool_size}, responders ${cfg.responders}`,
@@ -110,6 +110,8 @@ test('the stack under test has the settings this file needs', opts, (t) => {
   assert.ok(Number.isInteger(cfg.max_concurrent), `the server has a max_concurrent setting (print-config: ${cfg.max_concurrent})`);
   assert.ok(cfg.max_concurrent + 1 <= cfg.max_sessions, `max_concurrent + 1 <= max_sessions (${cfg.max_concurrent}, ${cfg.max_sessions})`);
   assert.ok(otherToken(MCP_TOKEN), `the tokens file in ${STATE_DIR} has a second token`);
+  // Sessions of an earlier, interrupted run expire after idle_timeout.
+  assert.deepEqual(await settle(sessionFolders, (cfg.idle_timeout + 15) * 1000), [], 'no session is open');
 });
 
 // ---- serialization ---------------------------------------------------------
