@@ -236,13 +236,28 @@ static void reap_cgroups(struct store *st, const struct live_ids *live) {
   free(ids);
 }
 
-static void reap_containers(struct store *st) {
-  struct live_ids live = {NULL, 0, 0};
+static void list_live(struct store *st, struct live_ids *live) {
   /* Folders only move forward (pool -> sessions -> trash); listing in that
    * order sees every live folder at least once even while they move. */
-  each_entry(st->pool_fd, st, collect_live, &live);
-  each_entry(st->sessions_fd, st, collect_live, &live);
-  each_entry(st->trash_fd, st, collect_live, &live);
+  each_entry(st->pool_fd, st, collect_live, live);
+  each_entry(st->sessions_fd, st, collect_live, live);
+  each_entry(st->trash_fd, st, collect_live, live);
+}
+
+/* A candidate must still be unclaimed when we look again: a supervisor
+ * that started after the first listing creates its container under its
+ * lock, and the second listing sees that lock. */
+static bool still_stale(struct store *st, const char *id) {
+  struct live_ids again = {NULL, 0, 0};
+  list_live(st, &again);
+  bool stale = !is_live(&again, id);
+  free(again.ids);
+  return stale;
+}
+
+static void reap_containers(struct store *st) {
+  struct live_ids live = {NULL, 0, 0};
+  list_live(st, &live);
   char root[PATH_MAX];
   config_path(st->cfg, root, sizeof(root), "runsc");
   cleanup_dir DIR *d = opendir(root);
@@ -257,7 +272,7 @@ static void reap_containers(struct store *st) {
     id[32] = '\0';
     if (!is_hex32(id))
       continue;
-    if (is_live(&live, id))
+    if (is_live(&live, id) || !still_stale(st, id))
       continue;
     char cid[40];
     snprintf(cid, sizeof(cid), "mcp%s", id);
