@@ -1,0 +1,322 @@
+// Shared machinery of the hostile-code suites (hostile.test.mjs for Python,
+// hostile-js.test.mjs for JavaScript): result checks, session bookkeeping,
+// the "hostile call, then both sessions answer in < 2 s" test shape, host
+// cgroup look-ups and the final leftover check.
+//
+// hostileKit({tool, aliveCode}) binds it to one tool: `tool` is the tool name
+// (execute_python, execute_javascript), `aliveCode(mark)` the code of the
+// responsiveness probe that prints `mark` and a newline in that language.
+// Each test file runs in its own process (node --test), so the session list
+// below is per file.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { MCP_URL, MCP_CA_FILE, TEST_TIMEOUT_MS, connectClient, closeClient, randomToken } from './common.mjs';
+
+export const opts = { timeout: TEST_TIMEOUT_MS };
+export const show = (r) =>
+  JSON.stringify(r, (k, v) => (typeof v === 'string' && v.length > 2000 ? `${v.slice(0, 2000)}…(${v.length} chars)` : v));
+
+// Host-side state folder (only for the final leftover check and meta.json).
+export const STATE_DIR = process.env.MCP_STATE_DIR ? path.resolve(process.env.MCP_STATE_DIR) : '';
+// Paths of host secrets, derived from the CA file the runner was given
+// (<state>/tls/ca.pem): the sandbox must not see any of them.
+export const TLS_DIR = path.dirname(path.resolve(MCP_CA_FILE));
+export const HOST_STATE_GUESS = STATE_DIR || path.dirname(TLS_DIR);
+export const NGINX_PORT = Number(new URL(MCP_URL).port || (new URL(MCP_URL).protocol === 'https:' ? 443 : 80));
+
+// The limit on the wall time of a normal call after hostile code.
+export const RESPONSIVE_MS = 2000;
+
+export const BOOL_FIELDS = ['timed_out', 'truncated', 'memory_exceeded', 'cpu_exceeded', 'workspace_full', 'sandbox_restarted'];
+
+/** The shape of every execute_* result; returns structuredContent. */
+export function checkResult(result) {
+  const sc = result?.structuredContent;
+  assert.equal(typeof sc, 'object', `structuredContent is present: ${show(result)}`);
+  assert.notEqual(sc, null);
+  assert.equal(typeof sc.stdout, 'string', `stdout: ${show(sc)}`);
+  assert.equal(typeof sc.stderr, 'string', `stderr: ${show(sc)}`);
+  assert.ok(Number.isInteger(sc.exit_code), `exit_code is an integer: ${show(sc)}`);
+  assert.ok(Number.isInteger(sc.duration_ms) && sc.duration_ms >= 0, `duration_ms: ${show(sc)}`);
+  for (const k of BOOL_FIELDS) assert.equal(typeof sc[k], 'boolean', `structuredContent.${k} is a boolean: ${show(sc)}`);
+  return sc;
+}
+
+/** The last stdout line parsed as JSON (the probes print one JSON report). */
+export function report(sc) {
+  const lines = sc.stdout.trim().split('\n');
+  try {
+    return JSON.parse(lines[lines.length - 1]);
+  } catch {
+    assert.fail(`expected a JSON report as the last stdout line: ${show(sc)}`);
+  }
+}
+
+/** Python: try system calls the sandbox must refuse (x86_64 numbers) with
+ * ctypes and print one JSON line {name: "OK" or the errno name}. */
+export const SECCOMP_PY = String.raw`import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+buf = ctypes.create_string_buffer(256)
+P = ctypes.cast(buf, ctypes.c_void_p).value
+calls = {
+    "ptrace": (101, 0, 0, 0, 0),                                   # PTRACE_TRACEME
+    "ptrace_attach_1": (101, 16, 1, 0, 0),                         # PTRACE_ATTACH to PID 1
+    "process_vm_readv": (310, 1, P, 1, P, 1, 0),
+    "mount": (165, b"none", b"/tmp", b"tmpfs", 0, 0),
+    "umount2": (166, b"/tmp", 0),
+    "pivot_root": (155, b"/tmp", b"/tmp"),
+    "chroot": (161, b"/tmp"),
+    "unshare_user": (272, 0x10000000),                              # CLONE_NEWUSER
+    "unshare_ns": (272, 0x00020000),                                # CLONE_NEWNS
+    "setns": (308, 0, 0),
+    "bpf": (321, 0, P, 16),
+    "keyctl": (250, 0, -3, 0),                                      # KEYCTL_GET_KEYRING_ID
+    "add_key": (248, b"user", b"x", P, 1, -4),
+    "perf_event_open": (298, P, 0, -1, -1, 0),
+    "io_uring_setup": (425, 1, P),
+    "io_uring_enter": (426, 0, 0, 0, 0, 0),
+    "io_uring_register": (427, 0, 0, 0, 0),
+    "userfaultfd": (323, 0),
+    "open_by_handle_at": (304, 0, P, 0),
+    "kexec_load": (246, 0, 0, 0, 0),
+    "init_module": (175, P, 1, b""),
+    "reboot": (169, 0xfee1dead, 672274793, 0x4321fedc, 0),
+}
+res = {}
+for name, (nr, *args) in calls.items():
+    ctypes.set_errno(0)
+    r = libc.syscall(nr, *args)
+    e = ctypes.get_errno()
+    res[name] = "OK" if r >= 0 else errno.errorcode.get(e, str(e))
+print(json.dumps(res))
+`;
+
+// ---- host-side look-ups ------------------------------------------------------
+
+export function readMeta(sid) {
+  if (!STATE_DIR) return null;
+  try {
+    return JSON.parse(fs.readFileSync(path.join(STATE_DIR, 'sessions', sid, 'meta.json'), 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
+/** The host cgroup of session c's current sandbox, or null without MCP_STATE_DIR. */
+export function sandboxCgroup(c, controller) {
+  const meta = readMeta(c.transport.sessionId);
+  if (!meta) return null;
+  const base = path.join('/sys/fs/cgroup', controller);
+  const parents = fs.existsSync(base) ? fs.readdirSync(base).filter((n) => n.startsWith('mcp-sandbox')) : [];
+  for (const parent of parents) {
+    const p = path.join(base, parent, `mcp${meta.sandbox_id}`);
+    if (fs.existsSync(p)) {
+      let limit = '?';
+      const file = { memory: 'memory.limit_in_bytes', pids: 'pids.max' }[controller];
+      try {
+        if (file) limit = fs.readFileSync(path.join(p, file), 'utf8').trim();
+      } catch {
+        /* unreadable: reported as '?' */
+      }
+      return { path: p, exists: true, limit };
+    }
+  }
+  return { path: path.join(base, parents[0] || 'mcp-sandbox', `mcp${meta.sandbox_id}`), exists: false };
+}
+
+export function findPaths(dir, pred, depth = 1) {
+  let out = [];
+  let entries;
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    const p = path.join(dir, e.name);
+    if (pred(e.name, p)) out.push(p);
+    if (depth > 1 && e.isDirectory()) out = out.concat(findPaths(p, pred, depth - 1));
+  }
+  return out;
+}
+
+function leftoversFor(sid, sandboxIds) {
+  const left = [];
+  if (fs.existsSync(path.join(STATE_DIR, 'sessions', sid))) left.push(`session folder ${path.join(STATE_DIR, 'sessions', sid)}`);
+  left.push(...findPaths(path.join(STATE_DIR, 'trash'), (n) => n.includes(sid)).map((p) => `trash ${p}`));
+  for (const sb of sandboxIds) {
+    const cid = `mcp${sb}`;
+    left.push(...findPaths(path.join(STATE_DIR, 'runsc'), (n) => n.includes(cid)).map((p) => `runsc state ${p}`));
+    // Every v1 controller: /sys/fs/cgroup/<controller>/mcp-sandbox*/mcp<id>
+    for (const ctl of findPaths('/sys/fs/cgroup', () => true)) {
+      for (const parent of findPaths(ctl, (n) => n.startsWith('mcp-sandbox'))) {
+        const p = path.join(parent, cid);
+        if (fs.existsSync(p)) left.push(`cgroup ${p}`);
+      }
+    }
+    left.push(...findPaths(path.join(STATE_DIR, 'pool'), (n) => n.includes(sb)).map((p) => `pool ${p}`));
+  }
+  // Processes whose command line names the session or one of its sandboxes.
+  for (const pid of fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+    let cmd;
+    try {
+      cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').replace(/\0/g, ' ');
+    } catch {
+      continue;
+    }
+    if (cmd.includes(sid) || [...sandboxIds].some((sb) => cmd.includes(sb))) left.push(`process ${pid}: ${cmd.trim()}`);
+  }
+  return left;
+}
+
+// ---- the kit -----------------------------------------------------------------
+
+export function hostileKit({ tool, aliveCode }) {
+  /** sid -> {sandboxIds: Set, deleted: bool, client} */
+  const sessions = new Map();
+
+  function noteSandbox(c) {
+    const sid = c.transport.sessionId;
+    if (!sid) return;
+    const rec = sessions.get(sid);
+    const meta = readMeta(sid);
+    if (rec && meta && typeof meta.sandbox_id === 'string') rec.sandboxIds.add(meta.sandbox_id);
+  }
+
+  /** Run code with `tool` and return {r, sc, ms}: the raw result, structuredContent, wall ms. */
+  async function call(c, code, extra = {}) {
+    const t0 = performance.now();
+    const r = await c.client.callTool({ name: tool, arguments: { code, ...extra } }, undefined, { timeout: TEST_TIMEOUT_MS });
+    const ms = Math.round(performance.now() - t0);
+    noteSandbox(c);
+    return { r, sc: checkResult(r), ms };
+  }
+
+  async function open(name) {
+    const c = await connectClient(`hostile-${name}`);
+    const sid = c.transport.sessionId;
+    assert.equal(typeof sid, 'string', 'session id issued');
+    sessions.set(sid, { sandboxIds: new Set(), deleted: false, client: c });
+    noteSandbox(c);
+    return c;
+  }
+
+  async function close(c) {
+    if (!c) return;
+    const sid = c.transport.sessionId;
+    noteSandbox(c);
+    await closeClient(c);
+    const rec = sessions.get(sid);
+    if (rec) rec.deleted = true;
+  }
+
+  /**
+   * A call printing a fresh mark must return exactly that line within
+   * RESPONSIVE_MS of wall time. Returns the failure message or null.
+   */
+  async function responsive(c, label, diag = () => {}) {
+    const mark = `alive-${randomToken()}`;
+    try {
+      const { sc, ms } = await call(c, aliveCode(mark));
+      diag(`${label}: a ${tool} call afterwards took ${ms} ms (sandbox_restarted ${sc.sandbox_restarted})`);
+      const problems = [];
+      if (sc.stdout !== `${mark}\n`) problems.push(`stdout ${JSON.stringify(sc.stdout)} != ${JSON.stringify(mark + '\n')}`);
+      if (sc.exit_code !== 0) problems.push(`exit_code ${sc.exit_code}`);
+      if (ms >= RESPONSIVE_MS) problems.push(`took ${ms} ms (must be < ${RESPONSIVE_MS} ms)`);
+      if (problems.length) return `${label}: a ${tool} call afterwards: ${problems.join('; ')}: ${show(sc)}`;
+      return null;
+    } catch (e) {
+      return `${label}: a ${tool} call afterwards failed: ${e?.stack || e}`;
+    }
+  }
+
+  /**
+   * A hostile-code test: session A runs `hostile(ctx)`; then a probe call in
+   * A and in the already-initialized session B must each answer in < 2 s;
+   * then `after(ctx)` runs its follow-up checks in A. All failures are
+   * reported together; the responsiveness check runs even when the outcome
+   * assertions failed.
+   */
+  function hostileTest(name, { hostile, after: afterwards }) {
+    test(name, opts, async (t) => {
+      const a = await open(`${name}-A`);
+      let b;
+      const failures = [];
+      try {
+        b = await open(`${name}-B`);
+        // B is initialized and its sandbox answers before the hostile code runs.
+        const warm = await call(b, aliveCode('warm'));
+        assert.equal(warm.sc.stdout, 'warm\n', `session B answers before the test: ${show(warm.sc)}`);
+        // soft(msg): record a failure without stopping the test.
+        const ctx = { a, b, t, diag: (m) => t.diagnostic(m), soft: (m) => failures.push(new Error(m)) };
+        try {
+          await hostile(ctx);
+        } catch (e) {
+          failures.push(e);
+        }
+        for (const [c, label] of [
+          [a, 'same session (A)'],
+          [b, 'second session (B)'],
+        ]) {
+          const msg = await responsive(c, label, ctx.diag);
+          if (msg) failures.push(new Error(msg));
+        }
+        if (afterwards) {
+          try {
+            await afterwards(ctx);
+          } catch (e) {
+            failures.push(e);
+          }
+        }
+      } finally {
+        await close(a);
+        await close(b);
+      }
+      if (failures.length === 1) throw failures[0];
+      if (failures.length > 1) {
+        const err = new Error(`${failures.length} failures:\n` + failures.map((e, i) => `[${i + 1}] ${e?.message ?? e}`).join('\n'));
+        err.failures = failures;
+        throw err;
+      }
+    });
+  }
+
+  /** The last test of a file: every session ended, nothing of theirs left on the host. */
+  function leftoverTest() {
+    test('afterwards: every session ended, no sandbox, runsc container, cgroup or process of theirs left', opts, async (t) => {
+      // End every session this file opened (the tests did; this is a backstop).
+      for (const [, rec] of sessions) {
+        if (!rec.deleted) await close(rec.client);
+      }
+      assert.ok(sessions.size > 0, 'this file opened sessions');
+      if (!STATE_DIR) {
+        t.diagnostic('MCP_STATE_DIR is not set: skipping the host-side leftover check (sessions were ended with DELETE)');
+        return;
+      }
+      const noIds = [...sessions].filter(([, r]) => r.sandboxIds.size === 0).map(([s]) => s);
+      assert.deepEqual(noIds, [], `meta.json gave a sandbox_id for every session (state folder ${STATE_DIR})`);
+      // Ending a session is asynchronous on the host (its supervisor destroys
+      // the sandbox): allow a few seconds.
+      const deadline = Date.now() + 15000;
+      let left;
+      for (;;) {
+        left = [];
+        for (const [sid, rec] of sessions) left.push(...leftoversFor(sid, rec.sandboxIds));
+        if (left.length === 0 || Date.now() > deadline) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      t.diagnostic(`checked ${sessions.size} ended sessions, ${[...sessions.values()].reduce((n, r) => n + r.sandboxIds.size, 0)} sandbox ids`);
+      assert.deepEqual(left, [], 'nothing of the ended sessions is left on the host');
+    });
+
+    after(async () => {
+      for (const [, rec] of sessions) if (!rec.deleted) await closeClient(rec.client);
+    });
+  }
+
+  return { call, open, close, responsive, hostileTest, leftoverTest, sessions };
+}
