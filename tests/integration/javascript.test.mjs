@@ -1,0 +1,472 @@
+// execute_javascript (issue "A second language"): Node.js in the session's
+// sandbox with the same contract as execute_python, sharing the session's
+// workspace with it; npm packages from a local registry
+// (tests/packages/make_npm_registry.py, served by scripts/test), installed
+// without install scripts. The package tests need the stack started with
+// MCP_NPM_REGISTRY pointing at that registry; the runner says so with
+// MCP_TEST_NPM_REGISTRY.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { TEST_TIMEOUT_MS, connectClient, closeClient, runPython, randomToken } from './lib/common.mjs';
+
+const opts = { timeout: TEST_TIMEOUT_MS };
+const npmOpts = {
+  timeout: TEST_TIMEOUT_MS,
+  skip: process.env.MCP_TEST_NPM_REGISTRY ? false : 'MCP_TEST_NPM_REGISTRY not set: the stack has no test npm registry',
+};
+const STATE_DIR = process.env.MCP_STATE_DIR ? path.resolve(process.env.MCP_STATE_DIR) : '';
+const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+const RESULT_FIELDS = ['stdout', 'stderr', 'exit_code', 'timed_out', 'duration_ms', 'truncated', 'memory_exceeded',
+  'cpu_exceeded', 'workspace_full', 'sandbox_restarted', 'files', 'skipped_files'];
+
+const show = (r) => JSON.stringify(r, (k, v) => (typeof v === 'string' && v.length > 1500 ? `${v.slice(0, 1500)}…(${v.length})` : v));
+
+/** Call execute_javascript; checks the result shape, returns the raw result. */
+async function runJs(client, args) {
+  const r = await client.callTool({ name: 'execute_javascript', arguments: args }, undefined, { timeout: TEST_TIMEOUT_MS });
+  const sc = r.structuredContent;
+  if (sc !== undefined) {
+    for (const k of RESULT_FIELDS) assert.ok(k in sc, `structuredContent.${k} present: ${show(r)}`);
+    assert.ok(Number.isInteger(sc.exit_code) && Number.isInteger(sc.duration_ms), show(sc));
+    const text = r.content.find((b) => b.type === 'text');
+    assert.ok(text, `a text block: ${show(r)}`);
+    assert.deepEqual(JSON.parse(text.text), sc, 'the text block is the JSON of structuredContent');
+  }
+  return r;
+}
+
+async function withClient(name, fn) {
+  const c = await connectClient(name);
+  try {
+    return await fn(c.client);
+  } finally {
+    await closeClient(c);
+  }
+}
+
+/** A PNG of w x h RGB pixels, built by hand (zlib + CRC-32). Its source is
+ * also sent into the sandbox, so both sides build the same bytes. */
+function makePng(w, h) {
+  const table = [];
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    table.push(c >>> 0);
+  }
+  const crc = (buf) => {
+    let c = 0xffffffff;
+    for (const b of buf) c = table[(c ^ b) & 0xff] ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const td = Buffer.concat([Buffer.from(type, 'latin1'), data]);
+    const sum = Buffer.alloc(4);
+    sum.writeUInt32BE(crc(td));
+    return Buffer.concat([len, td, sum]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr[8] = 8; // bit depth
+  ihdr[9] = 2; // RGB
+  const rows = [];
+  for (let y = 0; y < h; y++) {
+    rows.push(0); // filter: none
+    for (let x = 0; x < w; x++) rows.push((x * 80) & 0xff, (y * 120) & 0xff, 200);
+  }
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', zlib.deflateSync(Buffer.from(rows))),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
+}
+
+// ---- the tool ------------------------------------------------------------------
+
+test('tools/list: execute_javascript beside execute_python, the same input and output schema', opts, async () => {
+  await withClient('js-list', async (client) => {
+    const { tools } = await client.listTools();
+    const js = tools.find((t) => t.name === 'execute_javascript');
+    const py = tools.find((t) => t.name === 'execute_python');
+    assert.ok(js, `execute_javascript is listed: ${tools.map((t) => t.name).join(', ')}`);
+    assert.ok(py, 'execute_python is still listed');
+    assert.equal(typeof js.description, 'string');
+    assert.ok(js.description.length > 20, `a description: ${js.description}`);
+    const s = js.inputSchema;
+    assert.equal(s.type, 'object');
+    assert.deepEqual(s.required, ['code']);
+    assert.equal(s.properties.code.type, 'string');
+    assert.equal(s.properties.packages.type, 'array');
+    assert.equal(s.properties.packages.items.type, 'string');
+    assert.equal(s.properties.env_variables.type, 'object');
+    assert.equal(s.properties.timeout_seconds.type, 'integer');
+    assert.equal(s.properties.files.type, 'array');
+    assert.deepEqual(Object.keys(s.properties).sort(), Object.keys(py.inputSchema.properties).sort(), 'the same arguments as execute_python');
+    assert.equal(js.outputSchema?.type, 'object');
+    for (const k of RESULT_FIELDS) assert.ok(k in js.outputSchema.properties, `outputSchema has ${k}`);
+    assert.deepEqual(js.outputSchema, py.outputSchema, 'the same result shape as execute_python');
+  });
+});
+
+test('console.log and console.error: stdout, stderr, exit_code 0', opts, async () => {
+  await withClient('js-print', async (client) => {
+    const r = await runJs(client, { code: 'console.log("hello", 6 * 7);\nconsole.error("to-stderr");\n' });
+    const sc = r.structuredContent;
+    assert.equal(r.isError ?? false, false, show(r));
+    assert.equal(sc.stdout, 'hello 42\n');
+    assert.equal(sc.stderr, 'to-stderr\n');
+    assert.equal(sc.exit_code, 0);
+    assert.equal(sc.timed_out, false);
+    assert.equal(sc.truncated, false);
+    assert.equal(sc.sandbox_restarted, false);
+  });
+});
+
+test('modules: import and require of node: builtins, dynamic import, __filename; cwd /work, uid 1000', opts, async () => {
+  await withClient('js-modules', async (client) => {
+    const r = await runJs(client, {
+      code: [
+        "import fs from 'node:fs';",
+        "import { createHash } from 'node:crypto';",
+        "import * as pathNs from 'path';",
+        "const path = require('node:path');",
+        "const os = require('os');",
+        "const util = await import('node:util');",
+        'console.log(JSON.stringify({',
+        '  fs: typeof fs.readFileSync, hash: createHash("sha256").update("x").digest("hex").slice(0, 12),',
+        '  join: path.join("a", "b"), ns: pathNs.basename("/q/r.txt"), os: typeof os.cpus, util: util.format("%d!", 7),',
+        '  req: typeof require, resolve: typeof require.resolve, filename: typeof __filename, dirname: typeof __dirname,',
+        '  meta: typeof import.meta.url, cwd: process.cwd(), uid: process.getuid(), node: process.versions.node,',
+        '}));',
+      ].join('\n'),
+    });
+    assert.equal(r.isError ?? false, false, show(r));
+    const rep = JSON.parse(r.structuredContent.stdout);
+    assert.deepEqual(
+      { ...rep, node: typeof rep.node },
+      {
+        fs: 'function', hash: '2d711642b726', join: 'a/b', ns: 'r.txt', os: 'function', util: '7!',
+        req: 'function', resolve: 'function', filename: 'string', dirname: 'string', meta: 'string',
+        cwd: '/work', uid: 1000, node: 'string',
+      },
+      show(r.structuredContent),
+    );
+  });
+});
+
+test('top-level await: timers, promises and for await work at the top of the module', opts, async () => {
+  await withClient('js-await', async (client) => {
+    const r = await runJs(client, {
+      code: [
+        "import { setTimeout as sleep } from 'node:timers/promises';",
+        'const t0 = Date.now();',
+        'const v = await new Promise((res) => setTimeout(() => res(41), 150));',
+        'await sleep(100);',
+        'async function* gen() { yield 1; await sleep(10); yield 2; }',
+        'let sum = 0;',
+        'for await (const x of gen()) sum += x;',
+        'console.log(v + 1, sum, Date.now() - t0 >= 240);',
+      ].join('\n'),
+    });
+    assert.equal(r.isError ?? false, false, show(r));
+    assert.equal(r.structuredContent.stdout, '42 3 true\n');
+  });
+});
+
+test('errors: a thrown error, an unhandled rejection and process.exit(n) are error results with the stack in stderr', opts, async () => {
+  await withClient('js-errors', async (client) => {
+    const tag = randomToken();
+    const thrown = await runJs(client, { code: `console.log("before");\nthrow new TypeError("bad thing ${tag}");\n` });
+    let sc = thrown.structuredContent;
+    assert.equal(thrown.isError, true, show(thrown));
+    assert.equal(sc.stdout, 'before\n');
+    assert.match(sc.stderr, new RegExp(`TypeError: bad thing ${tag}`), show(sc));
+    assert.match(sc.stderr, /\n\s+at .*:2:/, `a stack trace with the line: ${show(sc)}`);
+    assert.equal(sc.exit_code, 1, show(sc));
+    assert.equal(sc.timed_out, false);
+
+    const rejected = await runJs(client, { code: `console.log("before");\nPromise.reject(new Error("boom ${tag}"));\n` });
+    sc = rejected.structuredContent;
+    assert.equal(rejected.isError, true, show(rejected));
+    assert.equal(sc.stdout, 'before\n');
+    assert.match(sc.stderr, new RegExp(`Error: boom ${tag}`), show(sc));
+    assert.match(sc.stderr, /\n\s+at /, `a stack trace: ${show(sc)}`);
+    assert.equal(sc.exit_code, 1, show(sc));
+
+    // A rejection from an async function, later, from a timer.
+    const late = await runJs(client, {
+      code: `async function f() { throw new RangeError("late ${tag}"); }\nsetTimeout(() => { f(); }, 100);\nsetTimeout(() => console.log("never"), 2000);\n`,
+    });
+    sc = late.structuredContent;
+    assert.equal(late.isError, true, show(late));
+    assert.match(sc.stderr, new RegExp(`RangeError: late ${tag}`), show(sc));
+    assert.match(sc.stderr, /\n\s+at f /, `the stack names the function: ${show(sc)}`);
+    assert.equal(sc.exit_code, 1, show(sc));
+    assert.equal(sc.stdout, '', 'the process ended at the rejection');
+
+    const exited = await runJs(client, { code: 'console.log("x");\nprocess.exit(3);\n' });
+    assert.equal(exited.isError, true, show(exited));
+    assert.equal(exited.structuredContent.exit_code, 3);
+    assert.equal(exited.structuredContent.stdout, 'x\n');
+
+    const syntax = await runJs(client, { code: 'console.log("never");\nlet = = 1;\n' });
+    assert.equal(syntax.isError, true, show(syntax));
+    assert.match(syntax.structuredContent.stderr, /SyntaxError/, show(syntax));
+    assert.equal(syntax.structuredContent.stdout, '');
+
+    // The session is fine afterwards.
+    const ok = await runJs(client, { code: 'console.log("fine")' });
+    assert.equal(ok.structuredContent.stdout, 'fine\n', show(ok));
+  });
+});
+
+test('one workspace: a file written by Python is read by JavaScript and back; another session sees neither', opts, async () => {
+  const a = await connectClient('js-share-a');
+  const b = await connectClient('js-share-b');
+  try {
+    const name = `shared-${randomToken()}`;
+    const fromPy = `from python ${randomToken()}`;
+    const w = await runPython(a.client, { code: `open("/work/${name}.txt", "w").write(${JSON.stringify(fromPy)})\nprint("ok")` });
+    assert.equal(w.structuredContent.stdout, 'ok\n', show(w));
+    const js = await runJs(a.client, {
+      code: [
+        "import fs from 'node:fs';",
+        `const got = fs.readFileSync('/work/${name}.txt', 'utf8');`,
+        `fs.writeFileSync('${name}.json', JSON.stringify({ got, from: 'javascript' }));`,
+        'console.log(got);',
+      ].join('\n'),
+    });
+    assert.equal(js.isError ?? false, false, show(js));
+    assert.equal(js.structuredContent.stdout, `${fromPy}\n`, 'JavaScript read the file Python wrote');
+    const back = await runPython(a.client, { code: `import json\nprint(json.load(open("/work/${name}.json"))["got"], json.load(open("${name}.json"))["from"])` });
+    assert.equal(back.structuredContent.stdout, `${fromPy} javascript\n`, `Python read the file JavaScript wrote (relative to /work): ${show(back)}`);
+    // Another session: neither file, from either language.
+    const otherJs = await runJs(b.client, {
+      code: `import fs from 'node:fs';\nconsole.log(fs.existsSync('/work/${name}.txt'), fs.existsSync('/work/${name}.json'), fs.readdirSync('/work').filter((n) => n.startsWith('shared-')).length);`,
+    });
+    assert.equal(otherJs.structuredContent.stdout, 'false false 0\n', show(otherJs));
+    const otherPy = await runPython(b.client, { code: `import os\nprint(os.path.exists("/work/${name}.txt"), os.path.exists("/work/${name}.json"))` });
+    assert.equal(otherPy.structuredContent.stdout, 'False False\n', show(otherPy));
+  } finally {
+    await closeClient(a);
+    await closeClient(b);
+  }
+});
+
+test('output/ files from JavaScript come back like Python\'s: a PNG as an image, text and binary as resources', opts, async () => {
+  await withClient('js-output', async (client) => {
+    const png = makePng(5, 3);
+    const r = await runJs(client, {
+      code: [
+        "import fs from 'node:fs';",
+        "import zlib from 'node:zlib';",
+        makePng.toString(),
+        "fs.mkdirSync('output/sub', { recursive: true });",
+        "fs.writeFileSync('output/dot.png', makePng(5, 3));",
+        "fs.writeFileSync('output/data.csv', 'a,b\\n1,2\\n');",
+        "fs.writeFileSync('output/sub/raw.bin', Buffer.from([...Array(256).keys()]));",
+        "console.log(fs.statSync('output/dot.png').size);",
+      ].join('\n'),
+    });
+    assert.equal(r.isError ?? false, false, show(r));
+    assert.equal(r.structuredContent.stdout, `${png.length}\n`);
+    const img = r.content.find((x) => x.type === 'image');
+    assert.ok(img, `an image block: ${show(r.content.map((x) => x.type))}`);
+    assert.equal(img.mimeType, 'image/png');
+    const bytes = Buffer.from(img.data, 'base64');
+    assert.deepEqual(bytes.subarray(0, 8), PNG_MAGIC, 'PNG signature');
+    assert.equal(bytes.readUInt32BE(16), 5, 'IHDR width');
+    assert.equal(bytes.readUInt32BE(20), 3, 'IHDR height');
+    assert.deepEqual(bytes, png, 'the very bytes the code wrote');
+    const res = (uri) => r.content.find((x) => x.type === 'resource' && x.resource.uri === uri)?.resource;
+    assert.deepEqual(res('file:///work/output/data.csv'), { uri: 'file:///work/output/data.csv', mimeType: 'text/csv', text: 'a,b\n1,2\n' });
+    const blob = res('file:///work/output/sub/raw.bin');
+    assert.ok(blob, show(r.content));
+    assert.deepEqual(Buffer.from(blob.blob, 'base64'), Buffer.from([...Array(256).keys()]));
+    assert.deepEqual(r.structuredContent.files.map((f) => f.name), ['data.csv', 'dot.png', 'sub/raw.bin']);
+    assert.deepEqual(r.structuredContent.files.find((f) => f.name === 'dot.png'),
+      { name: 'dot.png', size: png.length, mime_type: 'image/png', inlined: true });
+    // Nothing changed: nothing comes back, from either language; a change
+    // made by Python comes back from Python's call alone.
+    const none = await runJs(client, { code: 'console.log("quiet")' });
+    assert.deepEqual(none.structuredContent.files, [], show(none.structuredContent));
+    const py = await runPython(client, { code: 'open("output/data.csv", "a").write("3,4\\n")' });
+    assert.deepEqual(py.structuredContent.files.map((f) => f.name), ['data.csv'], show(py.structuredContent));
+    const jsAgain = await runJs(client, { code: "require('fs').appendFileSync('output/data.csv', '5,6\\n')" });
+    assert.deepEqual(jsAgain.structuredContent.files.map((f) => f.name), ['data.csv'], show(jsAgain.structuredContent));
+    const csv = jsAgain.content.find((x) => x.type === 'resource')?.resource;
+    assert.equal(csv?.text, 'a,b\n1,2\n3,4\n5,6\n', show(jsAgain.content));
+  });
+});
+
+test('env_variables and input files reach the code; they do not persist to the next call', opts, async () => {
+  await withClient('js-env', async (client) => {
+    const secret = randomToken();
+    const r = await runJs(client, {
+      code: [
+        "import fs from 'node:fs';",
+        'console.log(process.env.MCP_TEST_GREETING);',
+        'console.log(process.env.MCP_TEST_OTHER);',
+        "console.log(fs.readFileSync('in/a.txt', 'utf8'), fs.readFileSync('in/b.bin').toString('hex'));",
+      ].join('\n'),
+      env_variables: { MCP_TEST_GREETING: 'hello env', MCP_TEST_OTHER: 'a=b c' },
+      files: [
+        { path: 'in/a.txt', text: secret },
+        { path: 'in/b.bin', base64: Buffer.from([0, 1, 254, 255]).toString('base64') },
+      ],
+    });
+    assert.equal(r.isError ?? false, false, show(r));
+    assert.equal(r.structuredContent.stdout, `hello env\na=b c\n${secret} 0001feff\n`);
+    const next = await runJs(client, { code: 'console.log(String(process.env.MCP_TEST_GREETING))' });
+    assert.equal(next.structuredContent.stdout, 'undefined\n');
+    for (const bad of [{ env_variables: { 'BAD-NAME': 'x' } }, { files: [{ path: '../x', text: 'x' }] }, { timeout_seconds: 0 }]) {
+      const refused = await runJs(client, { code: 'console.log(1)', ...bad });
+      assert.equal(refused.isError, true, show(bad));
+      assert.match(refused.content[0].text, /^Invalid arguments: /, show(refused));
+    }
+  });
+});
+
+test('timeout_seconds: an endless loop is stopped (timed_out, isError) and the session goes on', opts, async () => {
+  await withClient('js-timeout', async (client) => {
+    const t0 = Date.now();
+    const r = await runJs(client, { code: 'console.log("spinning");\nfor (;;) {}\n', timeout_seconds: 2 });
+    const ms = Date.now() - t0;
+    const sc = r.structuredContent;
+    assert.equal(sc.timed_out, true, show(sc));
+    assert.equal(r.isError, true);
+    assert.equal(sc.stdout, 'spinning\n', 'output before the timeout is kept');
+    assert.ok(sc.duration_ms >= 1900 && sc.duration_ms < 15000, `duration_ms ${sc.duration_ms}`);
+    assert.ok(ms < 30000, `returned in ${ms} ms`);
+    const ok = await runJs(client, { code: 'console.log("after")' });
+    assert.equal(ok.structuredContent.stdout, 'after\n', show(ok));
+  });
+});
+
+// ---- npm packages --------------------------------------------------------------
+
+const USE_ALL = [
+  "import esm, { value as esmValue } from 'mcp-test-esm';",
+  "const left = require('mcp-test-left');",
+  "const right = require('mcp-test-right');",
+  "const leftNs = await import('mcp-test-left');",
+  "console.log([left.value, right.value, esm, esmValue, leftNs.default.value].join(' | '));",
+].join('\n');
+
+test('packages: require and import of npm packages with a dependency; later calls use them without packages; another session does not see them', npmOpts, async () => {
+  const a = await connectClient('js-npm-a');
+  const b = await connectClient('js-npm-b');
+  try {
+    const r = await runJs(a.client, { code: USE_ALL, packages: ['mcp-test-left@1', 'mcp-test-right', 'mcp-test-esm'] });
+    assert.equal(r.isError ?? false, false, show(r));
+    // right needs left@^2 (its own nested copy); the session asked for left@1.
+    assert.equal(r.structuredContent.stdout, 'left 1.0.0 | right on left 2.0.0 | esm 1.0.0 | esm 1.0.0 | left 1.0.0\n', show(r.structuredContent));
+    const later = await runJs(a.client, { code: `${USE_ALL}\nconsole.log(require('fs').existsSync('/work/node_modules/mcp-test-right/package.json'));` });
+    assert.equal(later.isError ?? false, false, show(later));
+    assert.equal(later.structuredContent.stdout, 'left 1.0.0 | right on left 2.0.0 | esm 1.0.0 | esm 1.0.0 | left 1.0.0\ntrue\n');
+    assert.ok(later.structuredContent.duration_ms < 2000, `no reinstall: ${later.structuredContent.duration_ms} ms`);
+    // The same workspace: Python sees the installed tree.
+    const py = await runPython(a.client, { code: 'import json\nprint(json.load(open("/work/node_modules/mcp-test-esm/package.json"))["version"])' });
+    assert.equal(py.structuredContent.stdout, '1.0.0\n', show(py));
+    // Another session: neither require nor import finds them.
+    const req = await runJs(b.client, { code: "require('mcp-test-left')" });
+    assert.equal(req.isError, true, show(req));
+    assert.match(req.structuredContent.stderr, /Cannot find module 'mcp-test-left'/, show(req.structuredContent));
+    const imp = await runJs(b.client, { code: "import 'mcp-test-esm';" });
+    assert.equal(imp.isError, true, show(imp));
+    assert.match(imp.structuredContent.stderr, /ERR_MODULE_NOT_FOUND|Cannot find package 'mcp-test-esm'/, show(imp.structuredContent));
+  } finally {
+    await closeClient(a);
+    await closeClient(b);
+  }
+});
+
+test('packages: version pins and changes within a session (left@1, @2, @1 again, ^2, 1.0.0)', npmOpts, async () => {
+  await withClient('js-npm-pin', async (client) => {
+    const code = "console.log(require('mcp-test-left').value)";
+    for (const [spec, want] of [['mcp-test-left@1', 'left 1.0.0'], ['mcp-test-left@2', 'left 2.0.0'], ['mcp-test-left@1', 'left 1.0.0'], ['mcp-test-left@^2', 'left 2.0.0'], ['mcp-test-left@1.0.0', 'left 1.0.0']]) {
+      const r = await runJs(client, { code, packages: [spec] });
+      assert.equal(r.structuredContent?.stdout, `${want}\n`, `packages [${spec}] gives ${want}: ${show(r)}`);
+    }
+  });
+});
+
+/** Paths named `name` under dir (not following links). */
+function findNamed(dir, name, out = []) {
+  let entries;
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    const p = path.join(dir, e.name);
+    if (e.name === name) out.push(p);
+    if (e.isDirectory()) findNamed(p, name, out);
+  }
+  return out;
+}
+
+test('packages: install scripts never run (no marker on the host /tmp, in the state folder or in the sandbox)', npmOpts, async (t) => {
+  const MARKER = 'mcp-npm-script-ran';
+  const hostMarker = path.join('/tmp', MARKER);
+  if (fs.existsSync(hostMarker)) {
+    t.diagnostic(`${hostMarker} existed before the test (${fs.statSync(hostMarker).mtime.toISOString()}); removed`);
+    fs.rmSync(hostMarker, { force: true });
+  }
+  await withClient('js-npm-script', async (client) => {
+    // A spec set no session asked for before: the host really installs it
+    // now (installed trees are cached by their set of specs).
+    const spec = `mcp-test-script@1.0.0 || 0.0.0-r${randomToken()}`;
+    const r = await runJs(client, {
+      code: [
+        "import fs from 'node:fs';",
+        "import os from 'node:os';",
+        "const m = require('mcp-test-script');",
+        `console.log(JSON.stringify({ value: m.value, tmp: fs.existsSync(os.tmpdir() + '/${MARKER}') || fs.existsSync('/tmp/${MARKER}'),`,
+        `  work: fs.readdirSync('/work', { recursive: true }).filter((n) => n.endsWith('${MARKER}')) }));`,
+      ].join('\n'),
+      packages: [spec],
+    });
+    assert.equal(r.isError ?? false, false, show(r));
+    assert.deepEqual(JSON.parse(r.structuredContent.stdout), { value: 'script package', tmp: false, work: [] }, show(r.structuredContent));
+  });
+  assert.equal(fs.existsSync(hostMarker), false, `${hostMarker} appeared on the host: an install script ran`);
+  if (STATE_DIR) {
+    const found = findNamed(STATE_DIR, MARKER);
+    assert.deepEqual(found, [], `no ${MARKER} anywhere under the state folder ${STATE_DIR}`);
+    // And the package was really installed by this test (not served from an
+    // earlier run): some installed tree holds it.
+    const trees = findNamed(path.join(STATE_DIR, 'npm'), 'mcp-test-script');
+    assert.ok(trees.length > 0, `an installed tree under ${STATE_DIR}/npm holds mcp-test-script`);
+  } else {
+    t.diagnostic('MCP_STATE_DIR is not set: the state folder was not searched for the marker');
+  }
+});
+
+test('packages: hostile and malformed specs are refused with "Invalid arguments: packages[0]"; missing packages fail cleanly', npmOpts, async () => {
+  await withClient('js-npm-bad', async (client) => {
+    for (const p of ['git+https://example.com/x.git', 'github:user/repo', 'file:../x', './x', '/abs', 'https://x/y.tgz',
+      'npm:alias@1', 'mcp-test-left@npm:mcp-test-right@1', '-g', '--registry=http://evil', 'a b', 'UPPERCASE', '', '..',
+      'mcp-test-left@../../x', '@scope', 'x@1 --registry=http://evil']) {
+      const r = await runJs(client, { code: 'console.log(1)', packages: [p] });
+      assert.equal(r.isError, true, `${JSON.stringify(p)} refused: ${show(r)}`);
+      assert.match(r.content[0].text, /^Invalid arguments: packages\[0\]/, `${JSON.stringify(p)}: ${r.content[0].text}`);
+    }
+    const many = await runJs(client, { code: 'console.log(1)', packages: ['mcp-test-left', 'git+https://example.com/x.git'] });
+    assert.match(many.content[0].text, /^Invalid arguments: packages\[1\]/, show(many));
+    const missing = await runJs(client, { code: 'console.log("ran")', packages: ['mcp-test-no-such-package'] });
+    assert.equal(missing.isError, true, show(missing));
+    assert.ok(!JSON.stringify(missing).includes('ran\\n'), 'the code did not run');
+    const noVersion = await runJs(client, { code: 'console.log("ran")', packages: ['mcp-test-left@9'] });
+    assert.equal(noVersion.isError, true, show(noVersion));
+    const ok = await runJs(client, { code: 'console.log("still fine")' });
+    assert.equal(ok.structuredContent.stdout, 'still fine\n', show(ok));
+  });
+});
