@@ -172,12 +172,15 @@ static void manifest_load(int dirfd, struct seen_list *l) {
     size_t n = strlen(hex) / 2;
     if (n >= sizeof(path))
       continue;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (; i < n; i++) {
       unsigned v;
       if (sscanf(hex + 2 * i, "%2x", &v) != 1)
         break;
       path[i] = (char)v;
     }
+    if (i < n)
+      continue; /* not hex: the rest of path[] was never written */
     path[n] = '\0';
     seen_add(l, path, ino, size, mtime);
   }
