@@ -450,7 +450,7 @@ test('packages: install scripts never run (no marker on the host /tmp, in the st
   }
 });
 
-test('packages: hostile and malformed specs are refused with "Invalid arguments: packages[0]"; missing packages fail cleanly', npmOpts, async () => {
+test('packages: hostile and malformed specs are refused with "Invalid arguments: packages[0]" before anything is fetched', opts, async () => {
   await withClient('js-npm-bad', async (client) => {
     for (const p of ['git+https://example.com/x.git', 'github:user/repo', 'file:../x', './x', '/abs', 'https://x/y.tgz',
       'npm:alias@1', 'mcp-test-left@npm:mcp-test-right@1', '-g', '--registry=http://evil', 'a b', 'UPPERCASE', '', '..',
@@ -461,11 +461,19 @@ test('packages: hostile and malformed specs are refused with "Invalid arguments:
     }
     const many = await runJs(client, { code: 'console.log(1)', packages: ['mcp-test-left', 'git+https://example.com/x.git'] });
     assert.match(many.content[0].text, /^Invalid arguments: packages\[1\]/, show(many));
-    const missing = await runJs(client, { code: 'console.log("ran")', packages: ['mcp-test-no-such-package'] });
-    assert.equal(missing.isError, true, show(missing));
-    assert.ok(!JSON.stringify(missing).includes('ran\\n'), 'the code did not run');
-    const noVersion = await runJs(client, { code: 'console.log("ran")', packages: ['mcp-test-left@9'] });
-    assert.equal(noVersion.isError, true, show(noVersion));
+    const ok = await runJs(client, { code: 'console.log("still fine")' });
+    assert.equal(ok.structuredContent.stdout, 'still fine\n', show(ok));
+  });
+});
+
+test('packages: a package or version the registry does not have fails cleanly; the code does not run', npmOpts, async () => {
+  await withClient('js-npm-missing', async (client) => {
+    for (const p of ['mcp-test-no-such-package', 'mcp-test-left@9']) {
+      const r = await runJs(client, { code: 'console.log("ran")', packages: [p] });
+      assert.equal(r.isError, true, `${p}: ${show(r)}`);
+      assert.ok(!JSON.stringify(r).includes('ran\\n'), `${p}: the code did not run`);
+      assert.match(r.content[0].text, /could not be installed/, `${p}: ${r.content[0].text}`);
+    }
     const ok = await runJs(client, { code: 'console.log("still fine")' });
     assert.equal(ok.structuredContent.stdout, 'still fine\n', show(ok));
   });
