@@ -208,13 +208,14 @@ static bool has_duplicate_keys(const cJSON *node) {
       for (const cJSON *c = node->child; c; c = c->next)
         n++;
       if (n > 1) {
-        cleanup_free const cJSON **keys = malloc(n * sizeof(*keys));
+        /* An array of pointers: sizeof(*keys) is a pointer's size. */
+        cleanup_free const cJSON **keys = malloc(n * sizeof(*keys)); // NOLINT(bugprone-sizeof-expression)
         if (keys == NULL)
           return true;
         size_t i = 0;
         for (const cJSON *c = node->child; c; c = c->next)
           keys[i++] = c;
-        qsort(keys, n, sizeof(*keys), cmp_keys);
+        qsort(keys, n, sizeof(*keys), cmp_keys); // NOLINT(bugprone-sizeof-expression)
         for (i = 1; i < n; i++)
           if (strcmp(keys[i - 1]->string, keys[i]->string) == 0)
             return true;

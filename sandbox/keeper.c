@@ -152,7 +152,7 @@ static void fill_pool_once(struct store *st) {
   }
   struct frame_reader rd;
   frame_reader_init(&rd, 4096);
-  struct frame f;
+  struct frame f = {0}; /* read only when frame_read() returned 1 */
   int r = frame_write(fd, FRAME_STATUS, "{\"wait\":true}", 13);
   if (r == 0)
     r = frame_read(&rd, fd, now_ms() + POOL_READY_TIMEOUT_MS, &f);

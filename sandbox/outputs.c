@@ -142,7 +142,11 @@ static int seen_add(struct seen_list *l, const char *path, uint64_t ino, uint64_
   char *p = strdup(path);
   if (p == NULL)
     return -ENOMEM;
-  l->v[l->n++] = (struct seen){p, ino, size, mtime};
+  struct seen *e = &l->v[l->n++];
+  e->path = p;
+  e->ino = ino;
+  e->size = size;
+  e->mtime_ns = mtime;
   return 0;
 }
 
