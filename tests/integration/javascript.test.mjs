@@ -397,6 +397,62 @@ test('packages: version pins and changes within a session (left@1, @2, @1 again,
   });
 });
 
+test('packages: an installed set is cached read-only across sessions; each session gets a private, writable copy', npmOpts, async (t) => {
+  const a = await connectClient('js-npm-cache-a');
+  const b = await connectClient('js-npm-cache-b');
+  try {
+    const packages = ['mcp-test-left@2.0.0'];
+    const code = "console.log(require('mcp-test-left').value)";
+    const ra = await runJs(a.client, { code, packages });
+    assert.equal(ra.structuredContent?.stdout, 'left 2.0.0\n', show(ra));
+    const rb = await runJs(b.client, { code, packages });
+    assert.equal(rb.structuredContent?.stdout, 'left 2.0.0\n', show(rb));
+    // B changes its copy and tries to change the shared tree.
+    const change = await runJs(b.client, {
+      code: [
+        "import fs from 'node:fs';",
+        "fs.writeFileSync('/work/node_modules/mcp-test-left/index.js', \"module.exports = { value: 'changed by b' };\");",
+        'const res = {};',
+        "for (const d of fs.readdirSync('/opt/mcp/npm')) {",
+        "  const p = '/opt/mcp/npm/' + d + '/node_modules/mcp-test-left/index.js';",
+        '  if (!fs.existsSync(p)) continue;',
+        "  try { fs.writeFileSync(p, 'x'); res[p] = 'WRITTEN'; } catch (e) { res[p] = e.code; }",
+        '}',
+        "try { fs.writeFileSync('/opt/mcp/npm/new', 'x'); res.create = 'WRITTEN'; } catch (e) { res.create = e.code; }",
+        "console.log(require('mcp-test-left').value);",
+        'console.log(JSON.stringify(res));',
+      ].join('\n'),
+    });
+    const lines = change.structuredContent.stdout.trim().split('\n');
+    assert.equal(lines[0], 'changed by b', show(change));
+    const res = JSON.parse(lines[1]);
+    assert.ok(Object.keys(res).length >= 2, `the shared tree is visible at /opt/mcp/npm: ${show(res)}`);
+    const written = Object.entries(res).filter(([, v]) => !['EACCES', 'EROFS', 'EPERM'].includes(v));
+    assert.deepEqual(written, [], `the shared tree is read-only inside: ${show(res)}`);
+    // A's copy is its own.
+    const again = await runJs(a.client, { code });
+    assert.equal(again.structuredContent.stdout, 'left 2.0.0\n', show(again));
+    if (STATE_DIR) {
+      const writable = [];
+      const walk = (d) => {
+        for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+          const p = path.join(d, e.name);
+          const st = fs.lstatSync(p);
+          if (st.uid !== 0 || (!e.isSymbolicLink() && (st.mode & 0o022) !== 0)) writable.push(`${p} uid ${st.uid} mode ${(st.mode & 0o7777).toString(8)}`);
+          if (e.isDirectory()) walk(p);
+        }
+      };
+      walk(path.join(STATE_DIR, 'npm'));
+      assert.deepEqual(writable, [], `every installed tree on the host is root's and writable by no one else`);
+    } else {
+      t.diagnostic('MCP_STATE_DIR is not set: the host copy of the installed trees was not checked');
+    }
+  } finally {
+    await closeClient(a);
+    await closeClient(b);
+  }
+});
+
 /** Paths named `name` under dir (not following links). */
 function findNamed(dir, name, out = []) {
   let entries;
