@@ -1,0 +1,137 @@
+/* Fuzz harness: the arguments of tools/call execute_python.
+ *
+ * Input: a JSON text.  Like the responder, the harness runs json_scan()
+ * first (what it refuses never reaches the argument checks), then gives
+ * the value to python_args_parse() as `arguments`, to files_validate() and
+ * packages_validate() as the `files` and `packages` arguments, and every
+ * string in it to package_check() as one requirement.
+ *
+ * Checked: a parse that succeeds yields what the rest of the call relies
+ * on (code, a timeout within 1..timeout_max, env values that are strings
+ * with valid names, files and packages that pass their own checks); a
+ * parse that fails yields one sentence, and the tool error made of it is
+ * valid JSON for a client. */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fcgi/files.h"
+#include "fcgi/json_scan.h"
+#include "fcgi/tools.h"
+#include "fuzz.h"
+#include "sandbox/packages.h"
+
+static struct mcp_config cfg;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  config_defaults(&cfg);
+  /* Small limits, so that inputs of fuzzing size reach them. */
+  cfg.max_code = 4096;
+  cfg.max_body = 8192;
+  cfg.input_files_max = 4;
+  cfg.timeout_max = 300;
+  cfg.timeout_default = 60;
+  return 0;
+}
+
+/* A client-facing sentence: run_python() wraps msg this way. */
+static void check_sentence(const char *msg, const char *what) {
+  if (msg[0] == '\0')
+    fuzz_fail("%s: failed without saying why", what);
+  char sentence[340];
+  snprintf(sentence, sizeof(sentence), "Invalid arguments: %s.", msg);
+  cleanup_cjson cJSON *r = tool_error_result(sentence);
+  cleanup_free char *text = cJSON_PrintUnformatted(r);
+  if (text == NULL)
+    fuzz_fail("%s: the tool error cannot be printed", what);
+  cJSON_Delete(fuzz_check_json(text, strlen(text), what));
+}
+
+static bool env_name_ok(const char *s) {
+  if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+    return false;
+  for (s++; *s; s++)
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+      return false;
+  return true;
+}
+
+static void check_parsed(const cJSON *args, const struct python_args *pa) {
+  if (pa->code == NULL || strlen(pa->code) > cfg.max_code)
+    fuzz_fail("accepted without code, or with code over max_code");
+  if (pa->timeout_s < 1 || pa->timeout_s > cfg.timeout_max)
+    fuzz_fail("accepted timeout_seconds %d", pa->timeout_s);
+  const cJSON *e;
+  cJSON_ArrayForEach(e, pa->env) {
+    if (!cJSON_IsString(e) || e->string == NULL || !env_name_ok(e->string))
+      fuzz_fail("accepted an env variable that is not NAME: string");
+  }
+  char msg[300];
+  if (pa->files != NULL && files_validate(&cfg, pa->files, msg, sizeof(msg)) < 0)
+    fuzz_fail("accepted files that files_validate refuses: %s", msg);
+  if (pa->packages != NULL && packages_validate(pa->packages, msg, sizeof(msg)) < 0)
+    fuzz_fail("accepted packages that packages_validate refuses: %s", msg);
+  /* No argument but the five known ones. */
+  const cJSON *it;
+  cJSON_ArrayForEach(it, args) {
+    static const char *const known[] = {"code", "packages", "env_variables", "timeout_seconds", "files"};
+    bool found = false;
+    for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+      found = found || strcmp(it->string, known[i]) == 0;
+    if (!found)
+      fuzz_fail("accepted an unknown argument `%s`", it->string);
+  }
+}
+
+/* Every string anywhere in v, as a requirement. */
+static void each_requirement(const cJSON *v, int depth) {
+  if (depth > 64)
+    return;
+  for (; v != NULL; v = v->next) {
+    char why[160];
+    if (cJSON_IsString(v)) {
+      why[0] = '\0';
+      if (package_check(v->valuestring, why, sizeof(why)) < 0)
+        check_sentence(why, "package_check");
+      else if (strpbrk(v->valuestring, "/\\:@;") != NULL || strlen(v->valuestring) > 200)
+        fuzz_fail("package_check accepted `%.200s`", v->valuestring);
+    }
+    if (cJSON_IsArray(v) || cJSON_IsObject(v))
+      each_requirement(v->child, depth + 1);
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const char *text = (const char *)data;
+  if (json_scan(text, size, 64, NULL) != JSON_OK)
+    return 0;
+  cleanup_cjson cJSON *args = cJSON_ParseWithLength(text, size);
+  if (args == NULL)
+    return 0;
+
+  struct python_args pa;
+  char msg[300] = "";
+  if (python_args_parse(&cfg, args, &pa, msg, sizeof(msg)) == 0)
+    check_parsed(args, &pa);
+  else
+    check_sentence(msg, "python_args_parse");
+
+  msg[0] = '\0';
+  if (files_validate(&cfg, args, msg, sizeof(msg)) < 0)
+    check_sentence(msg, "files_validate");
+  msg[0] = '\0';
+  if (packages_validate(args, msg, sizeof(msg)) < 0)
+    check_sentence(msg, "packages_validate");
+  each_requirement(args, 0);
+
+  /* The raw input as one requirement too (NUL-terminated copy). */
+  cleanup_free char *req = xstrndup(text, size < 512 ? size : 512);
+  char why[160] = "";
+  if (req != NULL && package_check(req, why, sizeof(why)) < 0)
+    check_sentence(why, "package_check");
+  return 0;
+}
