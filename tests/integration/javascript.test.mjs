@@ -397,6 +397,20 @@ test('packages: version pins and changes within a session (left@1, @2, @1 again,
   });
 });
 
+test('packages: asking again after the code removed /work/node_modules installs them again', npmOpts, async () => {
+  await withClient('js-npm-again', async (client) => {
+    const code = "console.log(require('mcp-test-left').value)";
+    const packages = ['mcp-test-left@2.0.0'];
+    const first = await runJs(client, { code, packages });
+    assert.equal(first.structuredContent?.stdout, 'left 2.0.0\n', show(first));
+    const rm = await runJs(client, { code: "require('fs').rmSync('/work/node_modules', { recursive: true }); console.log('removed')" });
+    assert.equal(rm.structuredContent?.stdout, 'removed\n', show(rm));
+    // As execute_python does for /work/.local: the packages are there again.
+    const again = await runJs(client, { code, packages });
+    assert.equal(again.structuredContent?.stdout, 'left 2.0.0\n', `packages [${packages}] after rm -r /work/node_modules: ${show(again)}`);
+  });
+});
+
 test('packages: an installed set is cached read-only across sessions; each session gets a private, writable copy', npmOpts, async (t) => {
   const a = await connectClient('js-npm-cache-a');
   const b = await connectClient('js-npm-cache-b');
