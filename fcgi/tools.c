@@ -163,7 +163,11 @@ static void remember_packages(struct session *s, enum tool_lang lang, const cJSO
  * c->result set when that fails. */
 static int fetch_packages(struct rpc_call *c, const struct python_args *pa, char stage[33]) {
   stage[0] = '\0';
-  if (all_installed(c->session, pa->lang, pa->packages))
+  /* npm: the installed tree of a set of specs is cached by the set, so
+   * asking is cheap; the executor copies it unless /work/node_modules
+   * already holds that very set (an older version asked for again, or a
+   * deleted node_modules, must be copied). */
+  if (pa->lang == LANG_PYTHON && all_installed(c->session, pa->lang, pa->packages))
     return 0;
   char said[1600] = "";
   mcp_error_t err = NULL;

@@ -252,6 +252,13 @@ def copy_node_modules(stage):
     if not stage.isalnum() or not os.path.isdir(src):
         raise OSError(2, "the installed packages are not available")
     dst = os.path.join(ARGS["workdir"], "node_modules")
+    marker = os.path.join(dst, ".mcp-stage")
+    try:
+        with open(marker) as f:
+            if f.read().strip() == stage:
+                return  # this very set was the last one copied in
+    except OSError:
+        pass
     os.makedirs(dst, exist_ok=True)
 
     def replace(s, d):
@@ -265,6 +272,8 @@ def copy_node_modules(stage):
             shutil.copy2(s, d, follow_symlinks=False)
 
     for entry in os.listdir(src):
+        if entry == ".mcp-stage":
+            continue
         s, d = os.path.join(src, entry), os.path.join(dst, entry)
         if entry.startswith("@") and os.path.isdir(s) and not os.path.islink(s):
             if os.path.islink(d) or (os.path.exists(d) and not os.path.isdir(d)):
@@ -274,12 +283,20 @@ def copy_node_modules(stage):
                 replace(os.path.join(s, sub), os.path.join(d, sub))
         else:
             replace(s, d)
+    if os.path.islink(marker):
+        os.unlink(marker)
+    with open(marker, "w") as f:
+        f.write(stage + "\n")
 
 
+# Blocking stdout/stderr: on pipes Node.js writes asynchronously and would
+# buffer everything a chatty program prints in memory, until V8 aborts;
+# blocking writes let the executor's output cap drain it instead.
 JS_PREAMBLE = """import { createRequire } from 'node:module';
 globalThis.require = createRequire('/work/.mcp/main.mjs');
 globalThis.__filename = '/work/.mcp/main.mjs';
 globalThis.__dirname = '/work';
+for (const s of [process.stdout, process.stderr]) s._handle?.setBlocking?.(true);
 """
 
 
@@ -643,8 +660,9 @@ def run_call(req, payload, reader, wake_r):
     reap_others()
     memory_error = input_error = install_error = installed = False
     # Node.js reports its heap limit on stderr, then aborts.
-    if req.get("language") == "javascript" and b"heap out of memory" in streams[err_r].tail:
-        memory_error = True
+    if req.get("language") == "javascript" and (
+            b"heap out of memory" in streams[err_r].tail or b"Array buffer allocation failed" in streams[err_r].tail):
+        memory_error = True  # V8's heap limit, or a Buffer beyond the address-space limit
     learned = []
     try:
         for line in os.read(st_r, 65536).split(b"\n"):

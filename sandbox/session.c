@@ -38,8 +38,10 @@ int store_prepare(const struct mcp_config *cfg, mcp_error_t *err) {
     if (mkdirat(sfd, dirs[i], 0700) < 0 && errno != EEXIST)
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", cfg->state_dir, dirs[i]);
     /* wheels, npm: read by the unprivileged fetcher and bound into sandboxes */
-    bool shared = strcmp(dirs[i], "wheels") == 0 || strcmp(dirs[i], "npm") == 0;
-    if (fchmodat(sfd, dirs[i], shared ? 0755 : 0700, 0) < 0)
+    /* wheels: listed by pip inside the sandboxes (--find-links), so
+     * readable; npm: reached by exact name only, so not listable. */
+    mode_t mode = strcmp(dirs[i], "wheels") == 0 ? 0755 : strcmp(dirs[i], "npm") == 0 ? 0711 : 0700;
+    if (fchmodat(sfd, dirs[i], mode, 0) < 0)
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s/%s`", cfg->state_dir, dirs[i]);
   }
   return 0;
