@@ -373,7 +373,9 @@ int outputs_collect(int session_dirfd, const struct out_limits *lim, struct out_
   } else if (errno == ELOOP || errno == ENOTDIR) {
     r = skip(&s, "", "output is not a folder (a symbolic link or a file)");
   }
-  if (r == 0 && manifest_save(session_dirfd, &s.now, err) < 0)
+  /* Nothing new, nothing gone: the manifest stays as it is. */
+  bool same = out->n == 0 && s.now.n == s.prev.n;
+  if (r == 0 && !same && manifest_save(session_dirfd, &s.now, err) < 0)
     r = -1;
   seen_free(&s.prev);
   seen_free(&s.now);
