@@ -21,7 +21,9 @@ MCP_APT_RUN="nginx runsc python3 python3-pip openssl curl ca-certificates libfcg
 # MCP_TEMPLATE_FROM=pip (the Dockerfile) installs it with pip instead.
 MCP_APT_TEMPLATE="python3-numpy python3-pandas python3-matplotlib python3-pil"
 [ "${MCP_TEMPLATE_FROM:-apt}" = pip ] && MCP_APT_TEMPLATE=""
-MCP_APT_TEST="nodejs npm clang-format"
+# clang, libclang-rt-14-dev (libFuzzer), llvm (llvm-symbolizer), clang-tidy and
+# cppcheck: the fuzz harnesses and the static analysis (tests/fuzz/run, tests/lint/run).
+MCP_APT_TEST="nodejs npm clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck"
 
 log() { printf '%s\n' "$*" >&2; }
 die() {
@@ -63,24 +65,27 @@ install_deps() {
   apt_install $MCP_APT_BUILD $MCP_APT_RUN $MCP_APT_TEMPLATE "$@"
 }
 
-# Configure (once per prefix), build, install into the state folder.
+# Configure (once per prefix and MCP_CONFIGURE_FLAGS, e.g. --enable-sanitizers),
+# build, install into the state folder.
 build() {
   local prefix="$MCP_STATE_DIR/install"
+  local options="--prefix=$prefix${MCP_CONFIGURE_FLAGS:+ $MCP_CONFIGURE_FLAGS}"
   (
     cd "$MCP_ROOT"
     if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt configure ] ||
-      [ tests/unit/local.am -nt configure ]; then
+      [ tests/unit/local.am -nt configure ] || [ tests/fuzz/local.am -nt configure ]; then
       log "autoreconf"
       autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
     fi
     mkdir -p "$MCP_BUILD_DIR"
     cd "$MCP_BUILD_DIR"
-    if [ ! -f config.status ] || ! grep -q "with options \"'--prefix=$prefix'" config.status ||
+    if [ ! -f config.status ] || [ "$(./config.status --config)" != "$options" ] ||
       [ "$MCP_ROOT/configure" -nt config.status ]; then
-      log "configure --prefix=$prefix"
+      log "configure --prefix=$prefix ${MCP_CONFIGURE_FLAGS:-}"
       # Paths are compiled in: objects of another configuration must go.
       [ -f Makefile ] && make -s clean >/dev/null 2>&1
-      "$MCP_ROOT/configure" -q --prefix="$prefix" || die "configure failed"
+      # shellcheck disable=SC2086
+      "$MCP_ROOT/configure" -q --prefix="$prefix" ${MCP_CONFIGURE_FLAGS:-} || die "configure failed"
     fi
     make -s -j"$(nproc)" >/dev/null || make -j1 || die "build failed"
     make -s install >/dev/null || die "make install failed"
