@@ -33,7 +33,7 @@ int store_prepare(const struct mcp_config *cfg, mcp_error_t *err) {
   /* The state folder is only traversable: nginx's workers reach the socket
    * folder below it, nobody lists or reads sessions but root. */
   fchmod(sfd, 0711);
-  static const char *const dirs[] = {"sessions", "pool", "trash", "runsc", "wheels", "npm", "slots"};
+  static const char *const dirs[] = {"sessions", "pool", "trash", "runsc", "wheels", "npm", "slots", "logs"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
     if (mkdirat(sfd, dirs[i], 0700) < 0 && errno != EEXIST)
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", cfg->state_dir, dirs[i]);
