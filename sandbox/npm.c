@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "packages.h"
 #include "proc.h"
 #include "util.h"
 
@@ -83,29 +84,7 @@ int npm_spec_check(const char *spec, char *why, size_t size) {
 }
 
 int npm_validate(const cJSON *packages, char *msg, size_t size) {
-  if (!cJSON_IsArray(packages)) {
-    snprintf(msg, size, "packages must be an array of strings");
-    return -1;
-  }
-  int i = 0;
-  const cJSON *p;
-  cJSON_ArrayForEach(p, packages) {
-    if (!cJSON_IsString(p)) {
-      snprintf(msg, size, "packages must be an array of strings");
-      return -1;
-    }
-    if (i >= MAX_SPECS) {
-      snprintf(msg, size, "packages: at most %d per call", MAX_SPECS);
-      return -1;
-    }
-    char why[160];
-    if (npm_spec_check(p->valuestring, why, sizeof(why)) < 0) {
-      snprintf(msg, size, "packages[%d] `%.80s` %s", i, p->valuestring, why);
-      return -1;
-    }
-    i++;
-  }
-  return 0;
+  return package_list_validate(packages, MAX_SPECS, npm_spec_check, msg, size);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -155,18 +134,6 @@ static int run_as(const struct mcp_config *cfg, const struct passwd *pw, const c
   return st == 0 ? 0 : 1;
 }
 
-/* The tail of npm's output without our paths. */
-static void npm_words(const struct buf *out, const char *tmp, char *msg, size_t size) {
-  const char *text = out->data ? out->data : "";
-  size_t start = out->len > 1500 ? out->len - 1500 : 0;
-  cleanup_free char *tail = xstrndup(text + start, out->len - start);
-  char *hit;
-  size_t tl = strlen(tmp);
-  while (tail != NULL && tl > 0 && (hit = strstr(tail, tmp)) != NULL)
-    memmove(hit, hit + tl, strlen(hit + tl) + 1);
-  snprintf(msg, size, "%s", tail ? tail : "npm failed");
-}
-
 int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33], char *msg, size_t size,
               mcp_error_t *err) {
   if (stage_name(packages, hash) < 0)
@@ -198,7 +165,7 @@ int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33]
   cleanup_buf struct buf out = {0};
   int r = run_as(cfg, pw, argv, tmp, &out, err);
   if (r == 1) {
-    npm_words(&out, tmp, msg, size);
+    package_tool_words(&out, tmp, msg, size);
     mcp_fail_public(err, MCP_ERR_INVALID, "The packages could not be installed");
   }
   if (r == 0) {

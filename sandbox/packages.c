@@ -127,7 +127,8 @@ int package_check(const char *req, char *why, size_t size) {
   return 0;
 }
 
-int packages_validate(const cJSON *packages, char *msg, size_t size) {
+int package_list_validate(const cJSON *packages, int max, int (*check)(const char *, char *, size_t), char *msg,
+                          size_t size) {
   if (!cJSON_IsArray(packages)) {
     snprintf(msg, size, "packages must be an array of strings");
     return -1;
@@ -139,18 +140,22 @@ int packages_validate(const cJSON *packages, char *msg, size_t size) {
       snprintf(msg, size, "packages must be an array of strings");
       return -1;
     }
-    if (i >= MAX_PACKAGES) {
-      snprintf(msg, size, "packages: at most %d per call", MAX_PACKAGES);
+    if (i >= max) {
+      snprintf(msg, size, "packages: at most %d per call", max);
       return -1;
     }
     char why[160];
-    if (package_check(p->valuestring, why, sizeof(why)) < 0) {
+    if (check(p->valuestring, why, sizeof(why)) < 0) {
       snprintf(msg, size, "packages[%d] `%.80s` %s", i, p->valuestring, why);
       return -1;
     }
     i++;
   }
   return 0;
+}
+
+int packages_validate(const cJSON *packages, char *msg, size_t size) {
+  return package_list_validate(packages, MAX_PACKAGES, package_check, msg, size);
 }
 
 /* Move the *.whl files pip left in tmp into the shared cache, as root's
@@ -182,8 +187,7 @@ static int adopt_wheels(int wheels_fd, const char *tmp, mcp_error_t *err) {
   return 0;
 }
 
-/* pip's words without our paths: the last lines of its output. */
-static void summarize(const struct buf *out, const char *tmp_path, char *msg, size_t size) {
+void package_tool_words(const struct buf *out, const char *hide, char *msg, size_t size) {
   const char *text = out->data ? out->data : "";
   size_t len = out->len;
   size_t start = len > 1500 ? len - 1500 : 0;
@@ -192,13 +196,13 @@ static void summarize(const struct buf *out, const char *tmp_path, char *msg, si
     start = (size_t)(nl - text) + 1;
   cleanup_free char *tail = xstrndup(text + start, len - start);
   if (tail == NULL) {
-    snprintf(msg, size, "pip failed");
+    snprintf(msg, size, "the package tool failed");
     return;
   }
   /* Hide the host path of the download folder. */
   char *hit;
-  size_t tl = strlen(tmp_path);
-  while (tl > 0 && (hit = strstr(tail, tmp_path)) != NULL)
+  size_t tl = strlen(hide);
+  while (tl > 0 && (hit = strstr(tail, hide)) != NULL)
     memmove(hit, hit + tl, strlen(hit + tl) + 1);
   snprintf(msg, size, "%s", tail);
 }
@@ -246,7 +250,7 @@ int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, char *ms
   int st = 0;
   int ret = run_process(&o, &st, err);
   if (ret == 0 && st != 0) {
-    summarize(&out, tmp_path, msg, size);
+    package_tool_words(&out, tmp_path, msg, size);
     ret = mcp_fail_public(err, MCP_ERR_INVALID, "The packages could not be downloaded");
   }
   if (ret == 0)
