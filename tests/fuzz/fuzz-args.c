@@ -1,10 +1,12 @@
-/* Fuzz harness: the arguments of tools/call execute_python.
+/* Fuzz harness: the arguments of tools/call execute_python and
+ * execute_javascript.
  *
  * Input: a JSON text.  Like the responder, the harness runs json_scan()
  * first (what it refuses never reaches the argument checks), then gives
- * the value to python_args_parse() as `arguments`, to files_validate() and
- * packages_validate() as the `files` and `packages` arguments, and every
- * string in it to package_check() as one requirement.
+ * the value to code_args_parse() as the `arguments` of both tools, to
+ * files_validate(), packages_validate() and npm_validate() as the `files`
+ * and `packages` arguments, and every string in it to package_check() as
+ * one requirement and to npm_spec_check() as one npm spec.
  *
  * Checked: a parse that succeeds yields what the rest of the call relies
  * on (code, a timeout within 1..timeout_max, env values that are strings
@@ -21,6 +23,7 @@
 #include "fcgi/json_scan.h"
 #include "fcgi/tools.h"
 #include "fuzz.h"
+#include "sandbox/npm.h"
 #include "sandbox/packages.h"
 
 static struct mcp_config cfg;
@@ -73,8 +76,10 @@ static void check_parsed(const cJSON *args, const struct python_args *pa) {
   char msg[300];
   if (pa->files != NULL && files_validate(&cfg, pa->files, msg, sizeof(msg)) < 0)
     fuzz_fail("accepted files that files_validate refuses: %s", msg);
-  if (pa->packages != NULL && packages_validate(pa->packages, msg, sizeof(msg)) < 0)
-    fuzz_fail("accepted packages that packages_validate refuses: %s", msg);
+  if (pa->packages != NULL &&
+      (pa->lang == LANG_PYTHON ? packages_validate(pa->packages, msg, sizeof(msg))
+                               : npm_validate(pa->packages, msg, sizeof(msg))) < 0)
+    fuzz_fail("accepted packages that the tool's check refuses: %s", msg);
   /* No argument but the five known ones. */
   const cJSON *it;
   cJSON_ArrayForEach(it, args) {
@@ -99,6 +104,13 @@ static void each_requirement(const cJSON *v, int depth) {
         check_sentence(why, "package_check");
       else if (strpbrk(v->valuestring, "/\\:@;") != NULL || strlen(v->valuestring) > 200)
         fuzz_fail("package_check accepted `%.200s`", v->valuestring);
+      why[0] = '\0';
+      if (npm_spec_check(v->valuestring, why, sizeof(why)) < 0)
+        check_sentence(why, "npm_spec_check");
+      else if (v->valuestring[0] == '-' || strpbrk(v->valuestring, ":\\#") != NULL ||
+               strstr(v->valuestring, "..") != NULL || (strchr(v->valuestring, '/') && v->valuestring[0] != '@'))
+        /* an option, a URL, a git or file spec, a path */
+        fuzz_fail("npm_spec_check accepted `%.200s`", v->valuestring);
     }
     if (cJSON_IsArray(v) || cJSON_IsObject(v))
       each_requirement(v->child, depth + 1);
@@ -115,10 +127,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   struct python_args pa;
   char msg[300] = "";
-  if (python_args_parse(&cfg, args, &pa, msg, sizeof(msg)) == 0)
-    check_parsed(args, &pa);
-  else
-    check_sentence(msg, "python_args_parse");
+  static const enum tool_lang langs[] = {LANG_PYTHON, LANG_JAVASCRIPT};
+  for (size_t i = 0; i < ARRAY_SIZE(langs); i++) {
+    msg[0] = '\0';
+    if (code_args_parse(&cfg, langs[i], args, &pa, msg, sizeof(msg)) == 0)
+      check_parsed(args, &pa);
+    else
+      check_sentence(msg, "code_args_parse");
+  }
 
   msg[0] = '\0';
   if (files_validate(&cfg, args, msg, sizeof(msg)) < 0)
@@ -126,6 +142,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   msg[0] = '\0';
   if (packages_validate(args, msg, sizeof(msg)) < 0)
     check_sentence(msg, "packages_validate");
+  msg[0] = '\0';
+  if (npm_validate(args, msg, sizeof(msg)) < 0)
+    check_sentence(msg, "npm_validate");
   each_requirement(args, 0);
 
   /* The raw input as one requirement too (NUL-terminated copy). */
@@ -133,5 +152,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char why[160] = "";
   if (req != NULL && package_check(req, why, sizeof(why)) < 0)
     check_sentence(why, "package_check");
+  why[0] = '\0';
+  if (req != NULL && npm_spec_check(req, why, sizeof(why)) < 0)
+    check_sentence(why, "npm_spec_check");
   return 0;
 }

@@ -76,6 +76,10 @@ req("tools-call-files-dotdot", call({"code": "1", "files": [{"path": "../x", "te
 req("tools-call-packages", call({"code": "1", "packages": ["requests>=2.31", "numpy[extra] (==1.0)"]}))
 req("tools-call-packages-bad", call({"code": "1", "packages": ["-r x", "a@b"]}))
 req("tools-call-unknown-arg", call({"code": "1", "shell": True}))
+req("tools-call-javascript", rpc("tools/call", {"name": "execute_javascript",
+                                               "arguments": {"code": "console.log(1)", "packages": ["lodash@4"]}}))
+req("tools-call-javascript-bad", rpc("tools/call", {"name": "execute_javascript",
+                                                   "arguments": {"code": 1, "packages": ["git+ssh://x", "-g"]}}))
 req("resources-list", rpc("resources/list", {}))
 req("resources-read-png", rpc("resources/read", {"uri": "file:///work/output/plot.png"}))
 req("resources-read-csv", rpc("resources/read", {"uri": "file:///work/output/data.csv"}))
@@ -191,6 +195,11 @@ arg("packages-many", {"code": "1", "packages": ["p"] * 40})
 arg("packages-long", {"code": "1", "packages": ["\u00e9" * 150]})
 arg("unknown", {"code": "1", "\u00e9" * 70: 1})
 write("args", "requirement-raw", b"numpy >= 1.26, < 3")
+arg("npm-specs", {"code": "1", "packages": ["lodash", "lodash@4.17.21", "@types/node@^20", "react@>=18 <19",
+                                             "left-pad@latest"]})
+arg("npm-specs-bad", {"code": "1", "packages": ["git+https://github.com/x/y", "file:../x", "@scope", "a..b",
+                                                 "x@", "--global", "name#tag", "a/b"]})
+write("args", "npm-spec-raw", b"@scope/pkg@~1.2.3")
 
 # ---- sandbox: frames from the supervisor ----
 
