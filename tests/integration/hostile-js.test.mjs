@@ -324,7 +324,7 @@ while (err === null && written < 4 * 2 ** 30) {
 const v = fs.statfsSync('/work');
 console.log(JSON.stringify({ code: err, written_mib: Math.floor(written / 2 ** 20), files: i, avail_mib: Math.floor((v.bavail * v.bsize) / 2 ** 20) }));
 `,
-      { timeout_seconds: 200 },
+      { timeout_seconds: 120 },
     );
     const rep = report(sc);
     diag(`fill: ${ms} ms wall, report ${show(rep)}, workspace_full ${sc.workspace_full}, exit ${sc.exit_code}`);

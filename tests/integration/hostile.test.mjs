@@ -276,7 +276,7 @@ v = os.statvfs("/work")
 print(json.dumps({"errno": err, "name": errno.errorcode.get(err), "written_mib": written >> 20,
                   "files": i, "avail_mib": (v.f_bavail * v.f_frsize) >> 20}))
 `,
-      { timeout_seconds: 200 },
+      { timeout_seconds: 120 },
     );
     const rep = report(sc);
     diag(`fill: ${ms} ms wall, report ${show(rep)}, workspace_full ${sc.workspace_full}, exit ${sc.exit_code}`);

@@ -427,11 +427,13 @@ test('packages: an installed set is cached read-only across sessions; each sessi
         "import fs from 'node:fs';",
         "fs.writeFileSync('/work/node_modules/mcp-test-left/index.js', \"module.exports = { value: 'changed by b' };\");",
         'const res = {};',
-        "for (const d of fs.readdirSync('/opt/mcp/npm')) {",
-        "  const p = '/opt/mcp/npm/' + d + '/node_modules/mcp-test-left/index.js';",
-        '  if (!fs.existsSync(p)) continue;',
-        "  try { fs.writeFileSync(p, 'x'); res[p] = 'WRITTEN'; } catch (e) { res[p] = e.code; }",
-        '}',
+        // Not listable (no other session learns what was installed); the
+        // tree this session got is named in its node_modules/.mcp-stage.
+        "try { fs.readdirSync('/opt/mcp/npm'); res.list = 'LISTED'; } catch (e) { res.list = e.code; }",
+        "const stage = fs.readFileSync('/work/node_modules/.mcp-stage', 'utf8').trim();",
+        "const p = '/opt/mcp/npm/' + stage + '/node_modules/mcp-test-left/index.js';",
+        "res.exists = fs.existsSync(p) ? 'EXISTS' : 'MISSING';",
+        "try { fs.writeFileSync(p, 'x'); res.tree = 'WRITTEN'; } catch (e) { res.tree = e.code; }",
         "try { fs.writeFileSync('/opt/mcp/npm/new', 'x'); res.create = 'WRITTEN'; } catch (e) { res.create = e.code; }",
         "console.log(require('mcp-test-left').value);",
         'console.log(JSON.stringify(res));',
@@ -440,8 +442,10 @@ test('packages: an installed set is cached read-only across sessions; each sessi
     const lines = change.structuredContent.stdout.trim().split('\n');
     assert.equal(lines[0], 'changed by b', show(change));
     const res = JSON.parse(lines[1]);
-    assert.ok(Object.keys(res).length >= 2, `the shared tree is visible at /opt/mcp/npm: ${show(res)}`);
-    const written = Object.entries(res).filter(([, v]) => !['EACCES', 'EROFS', 'EPERM'].includes(v));
+    assert.equal(res.list, 'EACCES', `/opt/mcp/npm cannot be listed: ${show(res)}`);
+    assert.equal(res.exists, 'EXISTS', `the session's tree is reachable by name: ${show(res)}`);
+    const written = Object.entries(res).filter(([k, v]) => ['tree', 'create'].includes(k) &&
+      !['EACCES', 'EROFS', 'EPERM'].includes(v));
     assert.deepEqual(written, [], `the shared tree is read-only inside: ${show(res)}`);
     // A's copy is its own.
     const again = await runJs(a.client, { code });
