@@ -195,6 +195,11 @@ int responder_main(const struct mcp_config *cfg, int listen_fd) {
     pthread_attr_destroy(&attr);
   }
   worker_loop(&w);
+  /* SIGTERM reached this thread in accept(): requests other threads still
+   * serve are finished first (the last one to end exits the process; the
+   * master's grace period bounds the wait). */
+  while (atomic_load(&busy) > 0)
+    poll(NULL, 0, 10);
   store_close(&st);
   responder_exit(0);
 }

@@ -114,23 +114,91 @@ int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, ui
   return 0; /* a kernel without the counter: no OOM kill can be told */
 }
 
+/* Every mounted cgroup hierarchy, v1 controllers, named ones such as
+ * name=systemd (runsc creates its cgroups there too), or the v2 tree. */
+static int each_hierarchy(void (*fn)(const char *mount, void *opaque), void *opaque) {
+  cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+  if (f == NULL)
+    return -errno;
+  char line[4096];
+  while (fgets(line, sizeof(line), f) != NULL) {
+    /* "id parent maj:min root mountpoint opts... - fstype source superopts" */
+    char mnt[PATH_MAX], fstype[64];
+    const char *dash = strstr(line, " - ");
+    if (dash == NULL || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 || sscanf(dash + 3, "%63s", fstype) != 1)
+      continue;
+    if (strcmp(fstype, "cgroup") == 0 || strcmp(fstype, "cgroup2") == 0)
+      fn(mnt, opaque);
+  }
+  return 0;
+}
+
+struct rm_ctx {
+  const char *rel; /* parent/container */
+  int failed_errno;
+};
+
+static void rm_in(const char *mount, void *opaque) {
+  struct rm_ctx *c = opaque;
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof(path), "%s/%s", mount, c->rel) >= (int)sizeof(path))
+    return;
+  if (rmdir(path) < 0 && errno != ENOENT)
+    c->failed_errno = errno;
+}
+
 int cgroups_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err) {
   if (cfg->cgroup_parent[0] == '\0')
     return 0;
-  if (init(err) < 0)
-    return -1;
-  char name[PATH_MAX];
-  snprintf(name, sizeof(name), "%s/%s", cfg->cgroup_parent, container_id);
-  struct cgroup *cg = cgroup_new_cgroup(name);
-  if (cg == NULL)
-    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "cgroup %s", name);
-  int r = cgroup_get_cgroup(cg);
-  if (r == 0)
-    r = cgroup_delete_cgroup_ext(cg, CGFLAG_DELETE_IGNORE_MIGRATION | CGFLAG_DELETE_RECURSIVE);
-  cgroup_free(&cg);
-  if (r != 0 && r != ECGROUPNOTEXIST)
-    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "delete cgroup %s: %s", name, cgroup_strerror(r));
+  char rel[PATH_MAX];
+  if (snprintf(rel, sizeof(rel), "%s/%s", cfg->cgroup_parent, container_id) >= (int)sizeof(rel))
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "cgroup path");
+  /* runsc makes flat per-container cgroups: an empty one goes with rmdir;
+   * one that still has tasks (a live sandbox) refuses, which is right. */
+  struct rm_ctx c = {.rel = rel, .failed_errno = 0};
+  int r = each_hierarchy(rm_in, &c);
+  if (r < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, -r, "read /proc/self/mountinfo");
+  if (c.failed_errno != 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, c.failed_errno, "remove cgroup %s", rel);
   return 0;
+}
+
+struct list_ctx {
+  const char *parent;
+  char (*ids)[40];
+  size_t n, cap;
+  bool oom;
+};
+
+static void list_in(const char *mount, void *opaque) {
+  struct list_ctx *c = opaque;
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof(dir), "%s/%s", mount, c->parent) >= (int)sizeof(dir))
+    return;
+  cleanup_dir DIR *d = opendir(dir);
+  struct dirent *de;
+  while (d != NULL && (de = readdir(d)) != NULL) {
+    if (de->d_type != DT_DIR || strncmp(de->d_name, "mcp", 3) != 0 || strlen(de->d_name) != 35 ||
+        !is_hex32(de->d_name + 3))
+      continue;
+    bool seen = false;
+    for (size_t i = 0; i < c->n && !seen; i++)
+      seen = strcmp(c->ids[i], de->d_name) == 0;
+    if (seen)
+      continue;
+    if (c->n == c->cap) {
+      size_t cap = c->cap ? c->cap * 2 : 32;
+      void *p = realloc(c->ids, cap * sizeof(*c->ids));
+      if (p == NULL) {
+        c->oom = true;
+        return;
+      }
+      c->ids = p;
+      c->cap = cap;
+    }
+    memcpy(c->ids[c->n++], de->d_name, 36); /* "mcp" + 32 hex + NUL, checked above */
+  }
 }
 
 int cgroups_list(const struct mcp_config *cfg, char (**ids)[40], size_t *n, mcp_error_t *err) {
@@ -138,26 +206,13 @@ int cgroups_list(const struct mcp_config *cfg, char (**ids)[40], size_t *n, mcp_
   *n = 0;
   if (cfg->cgroup_parent[0] == '\0')
     return 0;
-  char dir[PATH_MAX];
-  if (memory_path(cfg, NULL, dir, sizeof(dir), err) < 0)
-    return -1;
-  cleanup_dir DIR *d = opendir(dir);
-  if (d == NULL)
-    return errno == ENOENT ? 0 : mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", dir);
-  size_t cap = 0;
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    if (de->d_type != DT_DIR || strncmp(de->d_name, "mcp", 3) != 0 || strlen(de->d_name) != 35 ||
-        !is_hex32(de->d_name + 3))
-      continue;
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 32;
-      void *p = realloc(*ids, cap * sizeof(**ids));
-      if (p == NULL)
-        return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "cgroup list");
-      *ids = p;
-    }
-    memcpy((*ids)[(*n)++], de->d_name, 36); /* "mcp" + 32 hex + NUL, checked above */
+  struct list_ctx c = {.parent = cfg->cgroup_parent};
+  int r = each_hierarchy(list_in, &c);
+  if (r < 0 || c.oom) {
+    free(c.ids);
+    return mcp_fail(err, MCP_ERR_INTERNAL, r < 0 ? -r : ENOMEM, "list the sandboxes' cgroups");
   }
+  *ids = c.ids;
+  *n = c.n;
   return 0;
 }
