@@ -72,7 +72,7 @@ static void expire_session(struct store *st, int parent, const char *name, void 
   cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (dfd < 0)
     return;
-  int64_t idle_ms = (int64_t)st->cfg->idle_timeout * 1000;
+  int64_t idle_ms = (int64_t)st->cfg->idle_timeout * 1000 + TOUCH_EVERY_MS;
   int64_t last = 0;
   cleanup_free char *text = NULL;
   mcp_error_t err = NULL;

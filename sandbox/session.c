@@ -255,7 +255,8 @@ int session_open(struct store *st, const char *id, const char *token_id, struct 
   }
   /* A call in progress keeps the session alive, as for the keeper: its
    * other requests (ping, notifications/cancelled) must still find it. */
-  if (wall_ms() - out->last_used_ms > (int64_t)st->cfg->idle_timeout * 1000 && !call_running(out->dirfd)) {
+  if (wall_ms() - out->last_used_ms > (int64_t)st->cfg->idle_timeout * 1000 + TOUCH_EVERY_MS &&
+      !call_running(out->dirfd)) {
     session_close(out);
     return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: expired", id);
   }
@@ -267,7 +268,7 @@ int session_touch(struct store *st, struct session *s, mcp_error_t *err) {
   /* Expiry counts in seconds: a busy client need not rewrite the
    * metadata on every request. */
   int64_t now = wall_ms();
-  if (now - s->last_used_ms < 1000 && now >= s->last_used_ms)
+  if (now - s->last_used_ms < TOUCH_EVERY_MS && now >= s->last_used_ms)
     return 0;
   s->last_used_ms = now;
   return write_meta(s, err);

@@ -36,6 +36,9 @@
 #define SUPERVISOR_SOCKET "ctl.sock"
 #define WORKSPACE_DIR "work"
 #define TOKEN_ID_MAX 64
+/* last_used is rewritten at most this often; expiry waits this much longer
+ * so that a session never expires before idle_timeout after its last request. */
+#define TOUCH_EVERY_MS 1000
 
 struct store {
   const struct mcp_config *cfg;

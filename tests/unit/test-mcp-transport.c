@@ -400,7 +400,7 @@ static void session_tests(void) {
   char old[37];
   if (!initialize(&h, TEST_TOKEN, old))
     bail_out("initialize");
-  age_session(old, wall_ms() - (int64_t)h.cfg.idle_timeout * 1000 - 1000);
+  age_session(old, wall_ms() - (int64_t)h.cfg.idle_timeout * 1000 - TOUCH_EVERY_MS - 1000);
   post(&h, old, PING, &r);
   is_rpc_error(&r, 404, -32001, "Session not found", "an expired session");
   response_free(&r);
