@@ -363,6 +363,31 @@ test('max_concurrent: a call beyond it waits capacity_wait, then gets an isError
 
 // ---- faults ----------------------------------------------------------------
 
+// ---- the CPU time limit ------------------------------------------------------
+
+test('cpu_limit: a CPU loop is stopped by its CPU time (RLIMIT_CPU inside), reported as cpu_exceeded, not as a timeout', opts, async (t) => {
+  assert.ok(cfg.cpu_limit >= 1 && cfg.cpu_limit <= 5, `the stack runs with a small cpu_limit (is ${cfg.cpu_limit})`);
+  const s = await open('cpu');
+  try {
+    const t0 = Date.now();
+    const r = await s.run('import time\nt = time.time()\nwhile True: pass', { timeout_seconds: 60 });
+    const ms = Date.now() - t0;
+    const sc = r.result?.structuredContent;
+    t.diagnostic(`CPU loop answered after ${ms} ms: ${show(sc)}`);
+    assert.equal(r.result?.isError, true, show(r.json));
+    assert.equal(sc.cpu_exceeded, true, 'cpu_exceeded');
+    assert.equal(sc.timed_out, false, 'not the wall clock');
+    assert.equal(sc.exit_code, 128 + 24, 'SIGXCPU');
+    assert.ok(ms < (cfg.cpu_limit + 20) * 1000, `stopped near cpu_limit, long before the 60 s timeout: ${ms} ms`);
+    assert.match(resultText(r.result), /CPU time limit/);
+    // A process that sleeps uses no CPU: only the wall clock ends it.
+    const sleep = await s.run('import time; time.sleep(' + (cfg.cpu_limit + 2) + '); print("slept")', { timeout_seconds: 30 });
+    assert.equal(sleep.result?.structuredContent?.stdout, 'slept\n', show(sleep.json));
+  } finally {
+    await end(s);
+  }
+});
+
 test('kill -9 of the responder serving a call: the client gets an error promptly, the pool restarts it, the session keeps its files, no orphan', opts, async (t) => {
   const s = await open('kill-responder');
   try {
