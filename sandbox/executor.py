@@ -588,11 +588,16 @@ def warm_up():
         exec(compile("import %s\nprint\n" % ", ".join(names), "<warm>", "exec"), main.__dict__)
         for name in filter(None, ARGS["learn"].split(",")):
             sys.modules.get(name)
-        # The commonest paths through preloaded template modules, too.
+        # The commonest paths through preloaded template modules, too:
+        # array arithmetic and reductions, a frame, a group-by, formatting.
         if "numpy" in PRELOADED:
-            sys.modules["numpy"].arange(3).sum()
+            np = sys.modules["numpy"]
+            a = np.arange(16, dtype=float).reshape(4, 4)
+            (a @ a).sum(), a.mean(axis=0), np.sqrt(a) % 3, repr(a)
         if "pandas" in PRELOADED:
-            sys.modules["pandas"].DataFrame({"a": [1, 2]})["a"].sum()
+            pd = sys.modules["pandas"]
+            df = pd.DataFrame({"a": list(range(8)), "b": [i % 3 for i in range(8)]})
+            df.groupby("b")["a"].sum().sum(), df.describe(), str(df.head())
     except Exception:
         pass
 
