@@ -23,7 +23,7 @@ MCP_APT_TEMPLATE="python3-numpy python3-pandas python3-matplotlib python3-pil"
 [ "${MCP_TEMPLATE_FROM:-apt}" = pip ] && MCP_APT_TEMPLATE=""
 # clang, libclang-rt-14-dev (libFuzzer), llvm (llvm-symbolizer), clang-tidy and
 # cppcheck: the fuzz harnesses and the static analysis (tests/fuzz/run, tests/lint/run).
-MCP_APT_TEST="nodejs npm clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck"
+MCP_APT_TEST="nodejs npm clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd"
 
 log() { printf '%s\n' "$*" >&2; }
 die() {
