@@ -11,9 +11,11 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { MCP_URL, MCP_CA_FILE, TEST_TIMEOUT_MS, connectClient, closeClient, randomToken } from './common.mjs';
+import { MCP_URL, MCP_CA_FILE, MCP_TOKEN, TEST_TIMEOUT_MS, connectClient, closeClient, randomToken } from './common.mjs';
 
 export const opts = { timeout: TEST_TIMEOUT_MS };
 export const show = (r) =>
@@ -319,4 +321,179 @@ export function hostileKit({ tool, aliveCode }) {
   }
 
   return { call, open, close, responsive, hostileTest, leftoverTest, sessions };
+}
+
+// The write-outside-the-workspace report ({what: errno name}) of both suites:
+// every write fails with EROFS or EACCES.  chmod of a file the caller does not
+// own is refused with EPERM before the file system is asked; it is a metadata
+// change, not a write.
+export function assertNoWrites(rep) {
+  const bad = Object.entries(rep).filter(
+    ([k, v]) => !(v === 'EROFS' || v === 'EACCES' || (k.startsWith('chmod ') && v === 'EPERM')),
+  );
+  assert.deepEqual(bad, [], `every write outside /work, /tmp, /dev/shm fails with EROFS or EACCES: ${show(rep)}`);
+}
+
+// The network tests' host side: a listener on all host interfaces (proof that
+// the targets exist), then fn(targets) with [host, port] pairs the sandbox
+// must not reach: nginx, 22/80/5432 and the listener, on loopback and on every
+// external IPv4 address of the host.  A control first connects to the
+// listener from the host on each address.
+export async function withHostTargets(diag, fn) {
+  const server = net.createServer((s) => {
+    s.on('error', () => {});
+    s.end('hello from the host\n');
+  });
+  await new Promise((res) => server.listen(0, '0.0.0.0', res));
+  const hostPort = server.address().port;
+  try {
+    const ext = Object.values(os.networkInterfaces())
+      .flat()
+      .filter((i) => i && i.family === 'IPv4' && !i.internal)
+      .map((i) => i.address);
+    diag(`host external IPv4: ${ext.join(', ') || '(none)'}; host listener port ${hostPort}; nginx port ${NGINX_PORT}`);
+    const targets = [
+      ['127.0.0.1', NGINX_PORT],
+      ['127.0.0.1', 22],
+      ['127.0.0.1', 80],
+      ['127.0.0.1', 5432],
+      ['127.0.0.1', hostPort],
+      ['::1', NGINX_PORT],
+    ];
+    for (const ip of ext) for (const p of [NGINX_PORT, 22, 80, 5432, hostPort]) targets.push([ip, p]);
+    for (const ip of ['127.0.0.1', ...ext]) {
+      await new Promise((res, rej) => {
+        const s = net.connect({ host: ip, port: hostPort, timeout: 3000 }, () => {
+          s.end();
+          res();
+        });
+        s.on('error', rej);
+        s.on('timeout', () => rej(new Error(`host control connect ${ip}:${hostPort} timed out`)));
+      });
+    }
+    return await fn(targets);
+  } finally {
+    await new Promise((res) => server.close(res));
+  }
+}
+
+// ---- verdicts shared by the Python and JavaScript probes --------------------
+// Each probe reports failures by errno name (ENOENT, EACCES, ...) in both
+// languages, so one verdict serves both suites.
+
+/** What the network probe reports in both languages: connect results per
+ * "host:port", udp, and the interfaces that have addresses. */
+export function assertNoNetwork(rep, targets) {
+  const connected = Object.entries(rep.connect).filter(([, v]) => v === 'CONNECTED');
+  assert.deepEqual(connected, [], `no connection from the sandbox succeeds: ${show(rep)}`);
+  assert.equal(Object.keys(rep.connect).length, targets.length, 'every target tried');
+  assert.notEqual(rep.udp, 'SENT', `UDP to an outside address fails: ${rep.udp}`);
+  assert.deepEqual(rep.ifaces, ['lo'], 'only the loopback interface has addresses');
+}
+
+/** Host paths a sandbox must not see: accounts, keys, the state folder, TLS. */
+export function hostSecretPaths() {
+  return [
+    '/etc/shadow',
+    '/etc/gshadow',
+    '/etc/sudoers',
+    '/root/.ssh',
+    '/root/.bashrc',
+    '/root/.profile',
+    '/root/.npmrc',
+    '/etc/ssl/private',
+    '/etc/ssh',
+    HOST_STATE_GUESS,
+    ...['tokens', 'endpoint.env', 'sessions', 'runsc', 'npm'].map((n) => path.join(HOST_STATE_GUESS, n)),
+    TLS_DIR,
+    ...['server.key', 'ca.key', 'ca.pem', 'server.pem'].map((n) => path.join(TLS_DIR, n)),
+  ];
+}
+
+/** The secrets probe reports {paths: {path: errno or EXISTS}, root, home
+ * (listings or errno), passwd, group (the files' text)}. */
+export function assertNoHostSecrets(rep) {
+  const found = Object.entries(rep.paths).filter(([, v]) => v !== 'ENOENT');
+  assert.deepEqual(found, [], `none of the host's secret paths exists inside: ${show(rep.paths)}`);
+  for (const d of ['root', 'home']) {
+    assert.ok(
+      rep[d] === 'ENOENT' || rep[d] === 'EACCES' || (Array.isArray(rep[d]) && rep[d].length === 0),
+      `/${d} inside is absent or empty, not the host's: ${show(rep[d])}`,
+    );
+  }
+  const hostUsers = fs
+    .readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .map((l) => l.split(':')[0])
+    .filter((n) => n && !['root', 'nobody', 'sandbox'].includes(n));
+  const users = rep.passwd.split('\n').map((l) => l.split(':')[0]).filter(Boolean);
+  const leaked = users.filter((u) => hostUsers.includes(u));
+  assert.deepEqual(leaked, [], `the sandbox's /etc/passwd is generated, without host accounts: ${JSON.stringify(rep.passwd)}`);
+  assert.ok(!rep.passwd.includes(MCP_TOKEN) && !rep.group.includes(MCP_TOKEN), 'no token in passwd/group');
+}
+
+/** Paths where session B might find the file `name` of session sidA. */
+export function crossSessionGuesses(name, sidA) {
+  return [
+    `/work/${name}`,
+    `/work/../${name}`,
+    `/work/../../${name}`,
+    `/tmp/${name}`,
+    `/dev/shm/${name}`,
+    path.join(HOST_STATE_GUESS, 'sessions', sidA, 'work', name),
+    path.join('/sessions', sidA, 'work', name),
+    path.join('/work', '..', 'sessions', sidA, 'work', name),
+    path.join('/proc/1/root/work', name),
+    path.join('/proc/1/cwd', name),
+  ];
+}
+
+/** B's probe reports {guesses: {path: "READ:..." or errno}, glob: [paths
+ * found by /proc and root globs], found: [files holding the secret],
+ * parent: listing of /work/..}; sc is the whole result. */
+export function assertCrossSessionSealed(sc, rep, secret, sidA) {
+  assert.ok(!sc.stdout.includes(secret), `session B never read A's secret: ${show(rep)}`);
+  const opened = Object.entries(rep.guesses).filter(([, v]) => v.startsWith('READ:'));
+  assert.deepEqual(opened, [], `no guessed path opens: ${show(rep.guesses)}`);
+  assert.deepEqual(rep.glob, [], 'no /proc or root glob finds the file');
+  assert.deepEqual(rep.found, [], 'no file under /work, /tmp, /dev/shm holds the secret');
+  assert.ok(!rep.parent.includes('sessions') && !rep.parent.includes(sidA), `/work/.. is the sandbox root: ${show(rep.parent)}`);
+}
+
+/** The environment probe reports {env: the call's environment, blobs:
+ * {path: "DATA:<base64>" or errno} for /proc/self/environ, /proc/1/environ
+ * and the environ of every process it can see}. */
+export function assertCleanEnvironment(rep) {
+  const env = rep.env;
+  const mcpKeys = Object.keys(env).filter((k) => /^MCP_|^NODE_|^npm_|^SUDO_|^SSH_/.test(k));
+  assert.deepEqual(mcpKeys, [], `no MCP_*, NODE_*, npm_*, SUDO_*, SSH_* variables inside: ${show(env)}`);
+  // Every host variable that is not one of the sandbox's own names is absent.
+  const own = new Set(['PATH', 'HOME', 'LANG', 'TMPDIR', 'MPLBACKEND', 'PYTHONDONTWRITEBYTECODE', 'LD_PRELOAD', 'LC_CTYPE']);
+  const hostOnly = Object.keys(process.env).filter((k) => !own.has(k) && k in env);
+  assert.deepEqual(hostOnly, [], `host variables visible inside: ${show(hostOnly)}`);
+  const pathDirs = (env.PATH || '').split(':');
+  assert.ok(
+    pathDirs.every((d) => ['/usr/local/bin', '/usr/bin', '/bin', '/usr/local/sbin', '/usr/sbin', '/sbin'].includes(d)),
+    `PATH is the sandbox's own, not the host's: ${env.PATH}`,
+  );
+  assert.notEqual(env.HOME, process.env.HOME, `HOME is not the host's: ${env.HOME}`);
+  for (const [k, v] of Object.entries(env)) {
+    assert.ok(!v.includes(MCP_TOKEN), `the token is not in ${k}`);
+    if (STATE_DIR) assert.ok(!v.includes(STATE_DIR), `the state folder is not in ${k}`);
+  }
+  // The token in no readable environ/cmdline of any process inside.
+  for (const [p, blob] of Object.entries(rep.blobs)) {
+    if (!blob.startsWith('DATA:')) continue;
+    const text = Buffer.from(blob.slice(5), 'base64').toString('latin1');
+    assert.ok(!text.includes(MCP_TOKEN), `the bearer token appears in ${p}`);
+    assert.ok(!text.includes('MCP_TOKEN'), `MCP_TOKEN appears in ${p}`);
+  }
+  assert.ok(rep.blobs['/proc/self/environ'].startsWith('DATA:'), `/proc/self/environ is readable: ${rep.blobs['/proc/self/environ']}`);
+  const p1 = rep.blobs['/proc/1/environ'];
+  const p1text = p1.startsWith('DATA:') ? JSON.stringify(Buffer.from(p1.slice(5), 'base64').toString('latin1')) : p1;
+  // gVisor lets a call read /proc/1/environ (Linux would deny it: the
+  // executor is root), so the executor runs with an empty environment;
+  // gVisor itself adds HOME=/root.  Denied or that: nothing else.
+  assert.ok(p1 === 'EACCES' || p1text === JSON.stringify('HOME=/root\0'),
+    `/proc/1/environ (the executor) is denied or holds only gVisor's HOME=/root; it read ${p1text}`);
 }
