@@ -879,6 +879,9 @@ def main():
         except ValueError:
             write_frame(b"D", json.dumps({"exit_code": 126, "error": "bad request"}).encode())
             continue
+        # From here on a lost sandbox is the call's doing (or its fate);
+        # before it, the supervisor may hand the call to a new sandbox.
+        write_frame(b"A", b"")
         learned, installed = run_call(req, payload, reader, wake_r)
         if installed and PRELOADED:
             # A preloaded template module could shadow what was just

@@ -10,6 +10,7 @@
  *   Q  quit        responder/keeper -> supervisor        empty; answered by D
  *   S  status      keeper -> supervisor; supervisor -> keeper  JSON {"ready":bool}
  *   Y  ready       executor -> supervisor                JSON
+ *   A  accepted    executor -> supervisor                empty; the call is its own now
  *   O  stdout      executor -> supervisor -> responder   bytes
  *   E  stderr      executor -> supervisor -> responder   bytes
  *   D  done        executor -> supervisor -> responder   JSON result
@@ -32,6 +33,7 @@ enum frame_type {
   FRAME_QUIT = 'Q',
   FRAME_STATUS = 'S',
   FRAME_READY = 'Y',
+  FRAME_ACCEPTED = 'A',
   FRAME_STDOUT = 'O',
   FRAME_STDERR = 'E',
   FRAME_DONE = 'D',

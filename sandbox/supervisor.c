@@ -51,6 +51,7 @@ struct client {
   char rpc_id[300]; /* the JSON-RPC id of its request, as JSON text */
   int64_t queued_at;
   bool wants_ready; /* answer S once the sandbox is ready */
+  bool retried;     /* its request outlived one sandbox before it was accepted */
 };
 
 struct sup {
@@ -74,6 +75,8 @@ struct sup {
   int call;              /* index of the client whose call runs, -1: none */
   bool call_active;
   bool call_orphaned;    /* its client went away: finish, discard */
+  bool call_accepted;    /* the executor took it (A): a loss now is the call's */
+  bool call_cancelled;
   int64_t call_deadline;
   int64_t call_started;
   uint64_t output_limit;
@@ -217,10 +220,21 @@ static void send_call_result(struct sup *s, const char *json) {
   s->call_orphaned = false;
 }
 
-/* The sandbox died or overran: end the call with what we know. */
+/* The sandbox died or overran: end the call with what we know.  A call the
+ * executor had not yet accepted never ran (the sandbox was killed from
+ * outside between calls, and we learnt it only when the request was on its
+ * way): it stays queued, once, for the next sandbox. */
 static void sandbox_lost(struct sup *s, bool deadline) {
   METRIC_INC(sandboxes_lost);
-  if (s->call_active) {
+  struct client *c = s->call >= 0 ? &s->clients[s->call] : NULL;
+  if (c != NULL && s->call_active && !deadline && !s->call_accepted && !s->call_orphaned && !s->call_cancelled &&
+      c->fd >= 0 && c->has_request && !c->retried) {
+    fprintf(stderr, "mcp-sandboxd %s: the sandbox was gone before it took the call; the call waits for a new one\n",
+            s->sb.id);
+    c->retried = true;
+    s->call = -1;
+    s->call_active = false;
+  } else if (s->call_active) {
     /* The memory backstop kills the whole sandbox: its cgroup (gone after
      * the destroy below) says whether that is what happened. */
     uint64_t ooms = 0;
@@ -256,6 +270,8 @@ static void start_call(struct sup *s, int i) {
   s->call = i;
   s->call_active = true;
   s->call_orphaned = false;
+  s->call_accepted = false;
+  s->call_cancelled = false;
   s->call_started = now_ms();
   s->call_deadline = s->call_started + (int64_t)timeout_ms + DEADLINE_GRACE_MS;
   if (frame_write(s->exec_in, FRAME_REQUEST, c->request.data, c->request.len) < 0)
@@ -303,6 +319,9 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
         client_send(s, i, FRAME_STATUS, "{\"ready\":true}", 14);
       }
     break;
+  case FRAME_ACCEPTED:
+    s->call_accepted = s->call_active;
+    break;
   case FRAME_STDOUT:
   case FRAME_STDERR:
     forward_output(s, f);
@@ -345,6 +364,7 @@ static void cancel_call(struct sup *s, const char *id, size_t len) {
     if (c->fd < 0 || !c->has_request || strlen(c->rpc_id) != len || memcmp(c->rpc_id, id, len) != 0)
       continue;
     if (s->call_active && s->call == i) {
+      s->call_cancelled = true;
       if (s->started)
         frame_write(s->exec_in, FRAME_CANCEL, NULL, 0);
     } else {
@@ -375,6 +395,7 @@ static void on_client_frame(struct sup *s, int i, const struct frame *f) {
     const cJSON *rid = cJSON_GetObjectItemCaseSensitive(req, "rpc_id");
     snprintf(c->rpc_id, sizeof(c->rpc_id), "%s", cJSON_IsString(rid) ? rid->valuestring : "");
     c->has_request = true;
+    c->retried = false;
     c->queued_at = now_ms();
     maybe_start_next(s);
     break;

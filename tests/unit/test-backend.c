@@ -135,8 +135,10 @@ static void direct_tests(void) {
 
   request(&sb, "import os; print(6 * 7); print(os.getcwd())", 10000);
   struct buf out = {0};
-  int done = 0;
+  int done = 0, accepted = 0;
   while (frame_read(&sb.r, sb.from_exec, now_ms() + 20000, &f) == 1) {
+    if (f.type == FRAME_ACCEPTED)
+      accepted += out.len == 0 && f.len == 0 ? 1 : 100;
     if (f.type == FRAME_STDOUT)
       buf_append(&out, f.payload, f.len);
     if (f.type == FRAME_DONE) {
@@ -148,6 +150,7 @@ static void direct_tests(void) {
     }
   }
   ok(done, "a D frame ends the call");
+  is_int(accepted, 1, "one empty A frame, before the output, says the executor took the call");
   char want[1200];
   snprintf(want, sizeof(want), "42\n%s/session/work\n", tmp);
   is_str(out.data, want, "stdout, with the workspace as working directory");
@@ -155,6 +158,8 @@ static void direct_tests(void) {
 
   /* Destroy while a call runs: every process of the sandbox goes. */
   request(&sb, "import os, time; open('call.pid', 'w').write(str(os.getpid())); time.sleep(60)", 100000);
+  is_int(frame_read(&sb.r, sb.from_exec, now_ms() + 20000, &f), 1, "a frame arrives");
+  is_int(f.type, FRAME_ACCEPTED, "the executor takes the call");
   char pidfile[1200];
   snprintf(pidfile, sizeof(pidfile), "%s/session/work/call.pid", tmp);
   pid_t call = 0;

@@ -124,6 +124,64 @@ static void hung_executor(void) {
   use_real_libexec();
 }
 
+/* An executor that reads a request and dies: before it accepted the call
+ * (A) or after.  Each of its first `lives` lives counts the request in a
+ * log and dies; the next life is the real executor.  A call the executor
+ * never accepted never ran: the supervisor gives it, once, to a new
+ * sandbox.  One it accepted may have run in part: it ends with the loss. */
+static const char dying_py[] = "import json, os, struct, sys\n"
+                               "LOG = '%s/%s.log'\n"
+                               "try:\n"
+                               "    n = len(open(LOG).read())\n"
+                               "except OSError:\n"
+                               "    n = 0\n"
+                               "if n >= %d:\n"
+                               "    os.execv(sys.executable, [sys.executable, '-I', '-B', '%s/executor.py'] + sys.argv[1:])\n"
+                               "p = json.dumps({'python': 'fake'}).encode()\n"
+                               "os.write(1, struct.pack('>cI', b'Y', len(p)) + p)\n"
+                               "os.read(0, 65536)\n"
+                               "open(LOG, 'a').write('R')\n"
+                               "if %s:\n"
+                               "    os.write(1, struct.pack('>cI', b'A', 0))\n"
+                               "os._exit(9)\n";
+
+static size_t requests_seen(const char *name) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/%s.log", h.root, name);
+  struct stat st;
+  return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+static void dying_executor(const char *name, int lives, bool accepts) {
+  char py[sizeof(dying_py) + sizeof(h.root) + sizeof(h.libexec) + 64];
+  if (snprintf(py, sizeof(py), dying_py, h.root, name, lives, h.libexec, accepts ? "True" : "False") >= (int)sizeof(py))
+    bail_out("executor text too long");
+  use_libexec(name, py);
+  char sid[37];
+  if (!initialize(&h, TEST_TOKEN, sid))
+    bail_out("initialize");
+  struct response r;
+  call(sid, "{\"code\":\"print(6 * 7)\"}", &r);
+  const cJSON *res = rpc_result(&r, name);
+  const cJSON *sc = jget(res, "structuredContent");
+  if (!accepts && lives == 1) {
+    ok(cJSON_IsFalse(jget(res, "isError")), "%s: the call runs on the next sandbox", name);
+    is_str(jstr(sc, "stdout"), "42\n", "%s: with its output", name);
+    is_int((int)requests_seen(name), 1, "%s: the dead sandbox had been handed the request", name);
+  } else {
+    ok(cJSON_IsTrue(jget(res, "isError")), "%s: the call is a tool error", name);
+    ok(cJSON_IsTrue(jget(sc, "sandbox_restarted")), "%s: sandbox_restarted", name);
+    is_int(jnum(sc, "exit_code"), 137, "%s: exit code 137", name);
+    is_int((int)requests_seen(name), accepts ? 1 : 2,
+           accepts ? "%s: an accepted call is not run again" : "%s: an unaccepted call is given to one new sandbox only",
+           name);
+  }
+  response_free(&r);
+  is_int(delete_session(&h, TEST_TOKEN, sid), 204, "%s: DELETE", name);
+  is_int(processes_after_delete(&h, sid, 3000), 0, "%s: no process is left", name);
+  use_real_libexec();
+}
+
 /* No supervisor binary: the call fails with the generic sentence after the
  * bounded wait, and works again once the supervisor can start. */
 static void no_supervisor(void) {
@@ -152,6 +210,9 @@ int main(void) {
   broken_executor("crash", crash_py);
   broken_executor("garbage", garbage_py);
   hung_executor();
+  dying_executor("dies-before-accepting", 1, false);
+  dying_executor("dies-after-accepting", 1, true);
+  dying_executor("dies-before-accepting-twice", 2, false);
   no_supervisor();
   harness_teardown(&h);
   return done_testing();
