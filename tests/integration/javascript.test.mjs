@@ -11,13 +11,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { TEST_TIMEOUT_MS, connectClient, closeClient, runPython, randomToken } from './lib/common.mjs';
+import { STATE_DIR, findPaths } from './lib/host.mjs';
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 const npmOpts = {
   timeout: TEST_TIMEOUT_MS,
   skip: process.env.MCP_TEST_NPM_REGISTRY ? false : 'MCP_TEST_NPM_REGISTRY not set: the stack has no test npm registry',
 };
-const STATE_DIR = process.env.MCP_STATE_DIR ? path.resolve(process.env.MCP_STATE_DIR) : '';
 const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 const RESULT_FIELDS = ['stdout', 'stderr', 'exit_code', 'timed_out', 'duration_ms', 'truncated', 'memory_exceeded',
   'cpu_exceeded', 'workspace_full', 'sandbox_restarted', 'files', 'skipped_files'];
@@ -471,22 +471,6 @@ test('packages: an installed set is cached read-only across sessions; each sessi
   }
 });
 
-/** Paths named `name` under dir (not following links). */
-function findNamed(dir, name, out = []) {
-  let entries;
-  try {
-    entries = fs.readdirSync(dir, { withFileTypes: true });
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    const p = path.join(dir, e.name);
-    if (e.name === name) out.push(p);
-    if (e.isDirectory()) findNamed(p, name, out);
-  }
-  return out;
-}
-
 test('packages: install scripts never run (no marker on the host /tmp, in the state folder or in the sandbox)', npmOpts, async (t) => {
   const MARKER = 'mcp-npm-script-ran';
   const hostMarker = path.join('/tmp', MARKER);
@@ -513,11 +497,11 @@ test('packages: install scripts never run (no marker on the host /tmp, in the st
   });
   assert.equal(fs.existsSync(hostMarker), false, `${hostMarker} appeared on the host: an install script ran`);
   if (STATE_DIR) {
-    const found = findNamed(STATE_DIR, MARKER);
+    const found = findPaths(STATE_DIR, (n) => n === MARKER, Infinity);
     assert.deepEqual(found, [], `no ${MARKER} anywhere under the state folder ${STATE_DIR}`);
     // And the package was really installed by this test (not served from an
     // earlier run): some installed tree holds it.
-    const trees = findNamed(path.join(STATE_DIR, 'npm'), 'mcp-test-script');
+    const trees = findPaths(path.join(STATE_DIR, 'npm'), (n) => n === 'mcp-test-script', Infinity);
     assert.ok(trees.length > 0, `an installed tree under ${STATE_DIR}/npm holds mcp-test-script`);
   } else {
     t.diagnostic('MCP_STATE_DIR is not set: the state folder was not searched for the marker');

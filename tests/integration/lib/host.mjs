@@ -38,6 +38,24 @@ function list(dir) {
   }
 }
 
+/** Paths below dir (down to `depth` levels, not following links) whose
+ * name and path satisfy pred(name, path). */
+export function findPaths(dir, pred, depth = 1) {
+  let out = [];
+  let entries;
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    const p = path.join(dir, e.name);
+    if (pred(e.name, p)) out.push(p);
+    if (depth > 1 && e.isDirectory()) out = out.concat(findPaths(p, pred, depth - 1));
+  }
+  return out;
+}
+
 /** {pid, ppid, argv, threads} of a process, or null when it is gone. */
 export function proc(pid) {
   const stat = readText(`/proc/${pid}/stat`);

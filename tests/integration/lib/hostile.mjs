@@ -16,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { MCP_URL, MCP_CA_FILE, MCP_TOKEN, TEST_TIMEOUT_MS, connectClient, closeClient, randomToken } from './common.mjs';
+import { findPaths } from './host.mjs';
 
 export const opts = { timeout: TEST_TIMEOUT_MS };
 export const show = (r) =>
@@ -128,22 +129,6 @@ export function sandboxCgroup(c, controller) {
     }
   }
   return { path: path.join(base, parents[0] || 'mcp-sandbox', `mcp${meta.sandbox_id}`), exists: false };
-}
-
-export function findPaths(dir, pred, depth = 1) {
-  let out = [];
-  let entries;
-  try {
-    entries = fs.readdirSync(dir, { withFileTypes: true });
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    const p = path.join(dir, e.name);
-    if (pred(e.name, p)) out.push(p);
-    if (depth > 1 && e.isDirectory()) out = out.concat(findPaths(p, pred, depth - 1));
-  }
-  return out;
 }
 
 function leftoversFor(sid, sandboxIds) {
@@ -496,4 +481,49 @@ export function assertCleanEnvironment(rep) {
   // gVisor itself adds HOME=/root.  Denied or that: nothing else.
   assert.ok(p1 === 'EACCES' || p1text === JSON.stringify('HOME=/root\0'),
     `/proc/1/environ (the executor) is denied or holds only gVisor's HOME=/root; it read ${p1text}`);
+}
+
+/** Many processes over the memory limit: the cgroup backstop killed the
+ * whole sandbox, the call says so and came back promptly. */
+export function assertBackstopKill(r, sc, ms) {
+  assert.equal(sc.exit_code, 137, `exit_code 137: ${show(sc)}`);
+  assert.equal(sc.memory_exceeded, true, `memory_exceeded: ${show(sc)}`);
+  assert.equal(sc.sandbox_restarted, true, `sandbox_restarted: ${show(sc)}`);
+  assert.equal(r.isError, true, 'isError');
+  assert.doesNotMatch(sc.stdout, /survived/, 'the bomb did not complete');
+  assert.ok(ms < 60000, `returned in ${ms} ms`);
+}
+
+/** A CPU loop with timeout_seconds 3: the wall clock, not the CPU limit,
+ * ended it, within 1.5 s of its limit. */
+export function assertWallClockStop(r, sc, ms) {
+  assert.equal(sc.timed_out, true, `timed_out: ${show(sc)}`);
+  assert.equal(r.isError, true, 'isError');
+  assert.equal(sc.cpu_exceeded, false, 'the wall clock, not the CPU limit, ended it');
+  assert.ok(sc.duration_ms >= 2900, `duration_ms ${sc.duration_ms} >= ~3000`);
+  assert.ok(ms < 4500, `the call returned ${ms} ms after it started (limit 3 s)`);
+}
+
+/** 300 MiB of x to stdout and 3 MiB of e to stderr: each stream holds
+ * exactly its first 1 MiB, and the code ran to its end. */
+export function assertOutputCapped(r, sc, ms) {
+  assert.equal(sc.truncated, true, 'truncated');
+  assert.equal(Buffer.byteLength(sc.stdout, 'utf8'), 1 << 20, 'stdout is exactly 1 MiB');
+  assert.ok(/^x*$/.test(sc.stdout), 'stdout is the first 1 MiB of what was written');
+  assert.equal(Buffer.byteLength(sc.stderr, 'utf8'), 1 << 20, 'stderr (3 MiB written) is exactly 1 MiB');
+  assert.ok(/^e*$/.test(sc.stderr), 'stderr is the first 1 MiB of what was written');
+  assert.equal(sc.timed_out, false, 'not timed out');
+  assert.equal(r.isError ?? false, false, 'not an error');
+  assert.ok(ms < 30000, `returned in ${ms} ms`);
+}
+
+/** /proc/self/status of a call, as {field: value}: no capability at all. */
+export function assertNoCapabilities(status) {
+  for (const k of ['CapEff', 'CapPrm', 'CapInh']) {
+    assert.ok(k in status, `${k} in /proc/self/status: ${show(status)}`);
+    assert.equal(BigInt('0x' + status[k]), 0n, `${k} is 0: ${status[k]}`);
+  }
+  // gVisor's /proc/self/status has no CapAmb line; check it when present.
+  if ('CapAmb' in status) assert.equal(BigInt('0x' + status.CapAmb), 0n, `CapAmb is 0: ${status.CapAmb}`);
+  if ('NoNewPrivs' in status) assert.equal(status.NoNewPrivs, '1', 'no_new_privs is set');
 }
