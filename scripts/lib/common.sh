@@ -144,6 +144,14 @@ ensure_tls() {
   )
 }
 
+# One setting as the server sees it: `mcp-server --print-config`, which reads
+# mcp.conf (or MCP_CONFIG) and the MCP_<KEY> environment variables.
+config_value() {
+  local out
+  out="$(MCP_STATE_DIR="$MCP_STATE_DIR" "$MCP_STATE_DIR/install/bin/mcp-server" --print-config)" || return 1
+  awk -v k="$1" '$1 == k && $2 == "=" { print $3; found = 1 } END { exit !found }' <<<"$out"
+}
+
 render_nginx() {
   local rt tls listen max_body
   rt="$(runtime_dir)"
@@ -156,7 +164,9 @@ render_nginx() {
     listen="$MCP_HOST:$MCP_PORT"
     tls=""
   fi
-  max_body="${MCP_MAX_BODY:-10m}"
+  # nginx refuses bodies over the server's own max_body (mcp.conf,
+  # MCP_CONFIG or MCP_MAX_BODY, as the server reads them), so the two agree.
+  max_body="$(config_value max_body)" || die "the configuration is not valid (above)"
   render_token_map
   sed -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" -e "s|@RUNTIME_DIR@|$rt|g" -e "s|@LISTEN@|$listen|g" \
     -e "s|@TLS_CONFIG@|$tls|g" -e "s|@MAX_BODY@|$max_body|g" -e "s|@FCGI_SOCKET@|$rt/fcgi.sock|g" \

@@ -435,6 +435,32 @@ test('kill -9 of the responder serving a call: the client gets an error promptly
   }
 });
 
+test("max_body from mcp.conf reaches nginx: a body just under it is served, one just over it gets nginx's 413 naming it", opts, async (t) => {
+  const MiB = 1 << 20;
+  assert.ok(cfg.max_body > 10 * MiB, `the stack's mcp.conf sets max_body above nginx's former fixed 10m (is ${cfg.max_body})`);
+  const s = await open('max-body');
+  try {
+    // A ping whose whole body is `size` bytes.
+    const body = (size) => {
+      const shell = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'ping', params: { pad: '' } });
+      return shell.replace('"pad":""', `"pad":"${'x'.repeat(size - shell.length)}"`);
+    };
+    const under = await request('POST', s.headers(), body(cfg.max_body - 1024));
+    t.diagnostic(`${cfg.max_body - 1024} bytes: HTTP ${under.status} in ${under.ms} ms`);
+    assert.equal(under.status, 200, `a body 1 KiB under max_body is served: ${under.body.slice(0, 300)}`);
+    assert.deepEqual(under.json?.result, {}, 'and answered');
+    const over = await request('POST', s.headers(), body(cfg.max_body + 1024));
+    t.diagnostic(`${cfg.max_body + 1024} bytes: HTTP ${over.status}: ${over.body.slice(0, 300)}`);
+    assert.equal(over.status, 413, 'a body 1 KiB over max_body gets 413');
+    assert.equal(over.json?.error?.code, -32600, `a JSON-RPC error: ${over.body.slice(0, 300)}`);
+    assert.match(over.json.error.message, new RegExp(`server accepts \\(${cfg.max_body} bytes\\)`), "nginx's answer, with the configured limit");
+    const again = await s.ping();
+    assert.equal(again.status, 200, 'the session goes on');
+  } finally {
+    await end(s);
+  }
+});
+
 function runsc(...args) {
   return execFileSync(cfg.runsc || '/usr/bin/runsc', [`--root=${path.join(STATE_DIR, 'runsc')}`, ...args], {
     encoding: 'utf8',
