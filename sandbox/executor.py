@@ -7,6 +7,8 @@ child forked from this process, which has already imported the interpreter's
 start-up modules (and the configured preload modules), so a call costs a fork
 instead of an interpreter start.  The child drops to the sandbox user with
 empty capability sets, lowers its rlimits, and runs the code as `__main__`.
+Once the session has run JavaScript, a Node.js is also started ahead of the
+next call (as the sandbox user, with the call's limits), waiting for its code.
 
 When the call ends, every other process in the sandbox is killed: background
 processes, setsid daemons and double forks do not outlive their call.
@@ -16,6 +18,7 @@ Nothing here is trusted by the host: the supervisor and the responders
 validate and bound everything this process sends.
 """
 
+import fcntl
 import json
 import os
 import resource
@@ -335,22 +338,95 @@ def run_javascript(req):
         os._exit(127)
 
 
-def close_other_fds():
-    """Close every fd above 3.  This gVisor lacks close_range, and
+# A warm Node.js spare: started after a JavaScript call, as the sandbox
+# user with the call's limits, it waits for the next call's code and
+# environment on fd 4, then runs the code as the cold path would (the same
+# files in /work/.mcp, the same argv and execArgv, so child_process.fork()
+# children start alike).  Node.js's start-up (about 150 ms in gVisor) is
+# then out of the call's way.  Node.js copies its environment at start:
+# process.env is the call's, /proc/self/environ the spare's plain one.
+JS_SPARE = """import fs from 'node:fs';
+const data = fs.readFileSync(4);
+fs.closeSync(4);
+if (data.length === 0) process.exit(0);
+const req = JSON.parse(data);
+for (const k of Object.keys(process.env)) delete process.env[k];
+Object.assign(process.env, req.env);
+const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW } = fs.constants;
+try {
+  fs.mkdirSync('.mcp', { recursive: true });
+  for (const [name, text] of [['preamble.mjs', %s], ['main.mjs', req.code]]) {
+    const fd = fs.openSync('.mcp/' + name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o644);
+    try { fs.writeFileSync(fd, text); } finally { fs.closeSync(fd); }
+  }
+} catch (e) {
+  process.stderr.write('cannot write the code to /work/.mcp: ' + e.message + '\\n');
+  process.exit(126);
+}
+const heap = process.execArgv.filter((a) => a.startsWith('--max-old-space-size='));
+process.execArgv.splice(0, process.execArgv.length, ...heap, '--import', 'file:///work/.mcp/preamble.mjs');
+process.argv.splice(1, process.argv.length - 1, '/work/.mcp/main.mjs');
+await import('file:///work/.mcp/preamble.mjs');
+await import('file:///work/.mcp/main.mjs');
+""" % json.dumps(JS_PREAMBLE)
+
+# Variables Node.js or the loader read once at start: a call that sets one
+# takes the cold path, where they apply.
+JS_START_VARS = ("NODE_", "UV_", "LD_", "V8_", "SSL_", "OPENSSL_")
+
+
+def js_warm_key(req):
+    """The limits a Node.js spare was started with (a call with others
+    takes the cold path)."""
+    return tuple(int(req.get(k) or 0) for k in ("memory_bytes", "cpu_seconds", "nproc", "nofile", "fsize_bytes")) + (
+        req.get("node") or "/usr/bin/node",)
+
+
+def js_warm_ok(req):
+    """Whether a warm Node.js spare can run this call: JavaScript without
+    packages or input files (written before Node.js starts, on the cold
+    path), without variables that act at Node.js's start, and with the
+    output folder in place."""
+    env = req.get("env") or {}
+    return (req.get("language") == "javascript" and not req.get("npm_stage") and not req.get("packages")
+            and not req.get("files") and not any(str(k).startswith(JS_START_VARS) for k in env)
+            # output/ is there (the cold path makes it, or says why not)
+            and os.path.isdir(os.path.join(ARGS["workdir"], "output")))
+
+
+def start_node_spare(template, req_r, out_w, err_w, status_w):
+    """In a spare's child: become the call's process for the limits of
+    `template` (a previous JavaScript call), then Node.js waiting on fd 4."""
+    req_fd = fcntl.fcntl(req_r, fcntl.F_DUPFD_CLOEXEC, 10)
+    limits = {k: v for k, v in template.items() if k not in ("env", "code", "files", "packages", "npm_stage")}
+    enter_call(limits, out_w, err_w, status_w, request_fd=req_fd)
+    heap_mb = max(32, int(template.get("memory_bytes") or (512 << 20)) >> 20)
+    node = template.get("node") or "/usr/bin/node"
+    argv = [node, "--max-old-space-size=%d" % heap_mb, "--input-type=module", "-e", JS_SPARE]
+    try:
+        os.execve(node, argv, dict(os.environ))
+    except OSError as e:
+        os.write(2, ("cannot start Node.js: %s\n" % (e,)).encode())
+        os._exit(127)
+
+
+def close_other_fds(lowest=4):
+    """Close every fd from `lowest` on.  This gVisor lacks close_range, and
     os.closerange would make one system call per possible fd (65,532 of
     them, ~15 ms here): close only those that are open."""
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd > 3:
+        if fd >= lowest:
             try:
                 os.close(fd)
             except OSError:
                 pass
 
 
-def run_child(req, out_w, err_w, status_w):
-    """In the forked child: become the sandbox user and run the code."""
-    code_status = 1
+def enter_call(req, out_w, err_w, status_w, request_fd=None):
+    """In a call's process: a session of its own; fds 0-3 /dev/null, the
+    output pipes and the status pipe (and request_fd as fd 4); the call's
+    limits; the sandbox user; the workspace; the call's environment."""
     try:
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
@@ -366,7 +442,9 @@ def run_child(req, out_w, err_w, status_w):
         os.dup2(err_w, 2)
         os.dup2(status_w, 3)
         os.set_inheritable(3, False)
-        close_other_fds()
+        if request_fd is not None:
+            os.dup2(request_fd, 4)  # inheritable: Node.js reads it
+        close_other_fds(5 if request_fd is not None else 4)
         set_limits(req)
         if os.getuid() == 0 and not ARGS["direct"]:
             os.setgroups([])
@@ -382,6 +460,11 @@ def run_child(req, out_w, err_w, status_w):
         os.write(err_w if err_w > 2 else 2, ("sandbox: cannot start the call: %r\n" % (e,)).encode())
         os._exit(126)
 
+
+def run_child(req, out_w, err_w, status_w):
+    """In the forked child: become the sandbox user and run the code."""
+    code_status = 1
+    enter_call(req, out_w, err_w, status_w)
     try:
         if not os.path.isdir("output"):
             os.makedirs("output", exist_ok=True)
@@ -609,7 +692,10 @@ class Spare:
     pipe; everything else it does (becoming the sandbox user, limits, input
     files) happens once the request is there."""
 
-    def __init__(self):
+    def __init__(self, js_template=None):
+        """js_template: a JavaScript call whose limits a warm Node.js spare
+        takes (None: a Python child, which serves any call)."""
+        self.js_key = js_warm_key(js_template) if js_template is not None else None
         req_r, self.req_w = os.pipe2(os.O_CLOEXEC)
         self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
         self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -623,6 +709,8 @@ class Spare:
             os.dup2(devnull, 1)
             for fd in (self.req_w, self.out_r, self.err_r, self.st_r, devnull):
                 os.close(fd)
+            if js_template is not None:
+                start_node_spare(js_template, req_r, out_w, err_w, st_w)  # does not return
             warm_up()
             data = bytearray()
             while True:
@@ -637,7 +725,32 @@ class Spare:
         for fd in (req_r, out_w, err_w, st_w):
             os.close(fd)
 
-    def start(self, payload):
+    def serves(self, req):
+        """Whether this spare can run req."""
+        return self.js_key is None or (js_warm_ok(req) and js_warm_key(req) == self.js_key)
+
+    def alive(self):
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            return False
+
+    def discard(self):
+        for fd in (self.req_w, self.out_r, self.err_r, self.st_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+
+    def start(self, req, payload):
+        if self.js_key is not None:
+            # The warm Node.js spare wants only the code and the environment.
+            payload = json.dumps({"code": req.get("code") or "", "env": base_env(req)}).encode()
         view = memoryview(payload)
         try:
             while view:
@@ -646,28 +759,43 @@ class Spare:
             os.close(self.req_w)
 
 
-SPARE = []  # at most one Spare
+SPARE = []  # a Python child, and a warm Node.js once the session ran JavaScript
+JS_TEMPLATE = []  # the session's last JavaScript call: the Node.js spare's limits
 
 
-def take_spare():
-    if SPARE:
-        return SPARE.pop()
-    return Spare()
+def take_spare(req):
+    """The spare for req: the warm Node.js if it can serve req, else the
+    Python child (which serves any call), else a Python child forked now.
+    The other spare goes first: while a call runs, the sandbox holds PID 1
+    and the call's processes, nothing else."""
+    chosen = None
+    for want_js in (True, False):
+        for spare in SPARE:
+            if chosen is None and (spare.js_key is not None) == want_js and spare.serves(req) and spare.alive():
+                chosen = spare
+    for spare in SPARE:
+        if spare is not chosen:
+            spare.discard()
+    SPARE[:] = []
+    return chosen or Spare()
 
 
 def prepare_spare():
-    if not SPARE:
-        # Everything the executor holds goes to the garbage collector's
-        # permanent generation: the call's collections then never walk (and
-        # so never copy-on-write) the preloaded modules' objects, which in
-        # gVisor costs tens of ms with numpy and pandas loaded.
-        import gc
+    """Fork the next call's spares: a Python child, and a warm Node.js
+    (with the last JavaScript call's limits) once the session used it."""
+    # Everything the executor holds goes to the garbage collector's
+    # permanent generation: the call's collections then never walk (and
+    # so never copy-on-write) the preloaded modules' objects, which in
+    # gVisor costs tens of ms with numpy and pandas loaded.
+    import gc
 
-        gc.freeze()
-        try:
-            SPARE.append(Spare())
-        except OSError:
-            pass
+    gc.freeze()
+    for template in [None] + JS_TEMPLATE:
+        if not any((spare.js_key is None) == (template is None) for spare in SPARE):
+            try:
+                SPARE.append(Spare(template))
+            except OSError:
+                pass
 
 
 def read_status(fd, buf):
@@ -700,10 +828,12 @@ def run_call(req, payload, reader, wake_r):
     t0 = time.monotonic()
     timeout = max(0.1, int(req.get("timeout_ms") or 60000) / 1000.0)
     limit = int(req.get("output_limit") or (1 << 20))
-    spare = take_spare()
+    spare = take_spare(req)
+    if req.get("language") == "javascript":
+        JS_TEMPLATE[:] = [req]
     pid, out_r, err_r, st_r = spare.pid, spare.out_r, spare.err_r, spare.st_r
     try:
-        spare.start(payload)
+        spare.start(req, payload)
     except OSError:
         pass  # it died: the wait below sees that
     streams = {out_r: Stream(out_r, b"O", limit), err_r: Stream(err_r, b"E", limit)}

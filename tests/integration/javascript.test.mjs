@@ -333,6 +333,51 @@ test('env_variables and input files reach the code; they do not persist to the n
   });
 });
 
+test('a warm Node.js: once a session ran JavaScript, its next JavaScript call runs in a Node.js started before it, with its own environment, the same argv, execArgv and fork()', opts, async () => {
+  await withClient('js-warm', async (client) => {
+    const probe = [
+      "import { fork } from 'node:child_process';",
+      "import fs from 'node:fs';",
+      'const uptime_ms = Math.round(process.uptime() * 1000);',
+      "fs.writeFileSync('/tmp/child.mjs', 'process.send({ req: typeof require, v: process.env.MCP_TEST_V, argv1: process.argv[1] });');",
+      "const child = await new Promise((res, rej) => { const c = fork('/tmp/child.mjs', { stdio: 'ignore' }); c.on('message', res); c.on('error', rej); });",
+      'console.log(JSON.stringify({ uptime_ms, v: process.env.MCP_TEST_V ?? null, only: process.env.MCP_TEST_ONLY ?? null,',
+      '  argv: process.argv.slice(1), execArgv: process.execArgv, child, req: typeof require, cwd: process.cwd(),',
+      '  stdin: fs.fstatSync(0).isCharacterDevice() }));',
+    ].join('\n');
+    const call = async (env) => {
+      const r = await runJs(client, { code: probe, env_variables: env });
+      assert.equal(r.isError ?? false, false, show(r));
+      return { rep: JSON.parse(r.structuredContent.stdout), ms: r.structuredContent.duration_ms };
+    };
+    const cold = await call({ MCP_TEST_V: 'one', MCP_TEST_ONLY: 'first' });
+    // The first call started its Node.js itself: it is younger than the call.
+    assert.ok(cold.rep.uptime_ms <= cold.ms, `the first call's Node.js started within it: ${show(cold)}`);
+    await new Promise((res) => setTimeout(res, 1500));
+    const warm = await call({ MCP_TEST_V: 'two' });
+    assert.ok(warm.rep.uptime_ms > warm.ms + 500, `the second call ran in a Node.js started before it: ${show(warm)}`);
+    assert.equal(warm.rep.v, 'two', 'this call\'s env_variables');
+    assert.equal(warm.rep.only, null, 'none of the previous call\'s');
+    for (const k of ['argv', 'execArgv', 'req', 'cwd', 'stdin']) assert.deepEqual(warm.rep[k], cold.rep[k], `${k} as on the cold path: ${show({ cold, warm })}`);
+    assert.deepEqual(cold.rep.child, { req: 'function', v: 'one', argv1: '/tmp/child.mjs' }, `a fork()ed child gets the preamble: ${show(cold.rep)}`);
+    assert.deepEqual(warm.rep.child, { ...cold.rep.child, v: 'two' }, `and from a warm Node.js alike: ${show(warm.rep)}`);
+    // A Python call in between keeps it: the session has a spare of each kind.
+    const py = await client.callTool({ name: 'execute_python', arguments: { code: 'print("py")' } }, undefined, { timeout: TEST_TIMEOUT_MS });
+    assert.equal(py.structuredContent.stdout, 'py\n', show(py));
+    await new Promise((res) => setTimeout(res, 1500));
+    const afterPy = await call({ MCP_TEST_V: 'three' });
+    assert.ok(afterPy.rep.uptime_ms > afterPy.ms + 500, `warm after a Python call: ${show(afterPy)}`);
+    assert.equal(afterPy.rep.v, 'three');
+    // A call with input files starts its own Node.js; the next one is warm again.
+    const files = await runJs(client, { code: "console.log(require('fs').readFileSync('in.txt', 'utf8'))", files: [{ path: 'in.txt', text: 'input' }] });
+    assert.equal(files.structuredContent.stdout, 'input\n', show(files));
+    await new Promise((res) => setTimeout(res, 1500));
+    const again = await call({});
+    assert.ok(again.rep.uptime_ms > again.ms + 500, `warm again after a JavaScript call: ${show(again)}`);
+    assert.equal(again.rep.v, null);
+  });
+});
+
 test('timeout_seconds: an endless loop is stopped (timed_out, isError) and the session goes on', opts, async () => {
   await withClient('js-timeout', async (client) => {
     const t0 = Date.now();
