@@ -346,19 +346,26 @@ def run_javascript(req):
 # then out of the call's way.  Node.js copies its environment at start:
 # process.env is the call's, /proc/self/environ the spare's plain one.
 JS_SPARE = """import fs from 'node:fs';
+const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW } = fs.constants;
+const write = (name, text) => {
+  fs.mkdirSync('.mcp', { recursive: true });
+  const fd = fs.openSync('.mcp/' + name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o644);
+  try { fs.writeFileSync(fd, text); } finally { fs.closeSync(fd); }
+};
+// The preamble now (nothing runs between this and the call): it also
+// warms the module loader for the code's own import.
+try {
+  write('preamble.mjs', %s);
+  await import('file:///work/.mcp/preamble.mjs');
+} catch {}
 const data = fs.readFileSync(4);
 fs.closeSync(4);
 if (data.length === 0) process.exit(0);
 const req = JSON.parse(data);
 for (const k of Object.keys(process.env)) delete process.env[k];
 Object.assign(process.env, req.env);
-const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW } = fs.constants;
 try {
-  fs.mkdirSync('.mcp', { recursive: true });
-  for (const [name, text] of [['preamble.mjs', %s], ['main.mjs', req.code]]) {
-    const fd = fs.openSync('.mcp/' + name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o644);
-    try { fs.writeFileSync(fd, text); } finally { fs.closeSync(fd); }
-  }
+  write('main.mjs', req.code);
 } catch (e) {
   process.stderr.write('cannot write the code to /work/.mcp: ' + e.message + '\\n');
   process.exit(126);
@@ -366,7 +373,7 @@ try {
 const heap = process.execArgv.filter((a) => a.startsWith('--max-old-space-size='));
 process.execArgv.splice(0, process.execArgv.length, ...heap, '--import', 'file:///work/.mcp/preamble.mjs');
 process.argv.splice(1, process.argv.length - 1, '/work/.mcp/main.mjs');
-await import('file:///work/.mcp/preamble.mjs');
+if (!globalThis.require) await import('file:///work/.mcp/preamble.mjs');
 await import('file:///work/.mcp/main.mjs');
 """ % json.dumps(JS_PREAMBLE)
 
@@ -735,6 +742,12 @@ class Spare:
         except ChildProcessError:
             return False
 
+    def kill(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
     def discard(self):
         for fd in (self.req_w, self.out_r, self.err_r, self.st_r):
             try:
@@ -775,9 +788,14 @@ def take_spare(req):
                 chosen = spare
     for spare in SPARE:
         if spare is not chosen:
-            spare.discard()
-    SPARE[:] = []
+            spare.kill()  # reaped by drop_spares() once the call has its request
     return chosen or Spare()
+
+
+def drop_spares():
+    """Reap the spares take_spare() killed."""
+    while SPARE:
+        SPARE.pop().discard()
 
 
 def prepare_spare():
@@ -829,6 +847,8 @@ def run_call(req, payload, reader, wake_r):
     timeout = max(0.1, int(req.get("timeout_ms") or 60000) / 1000.0)
     limit = int(req.get("output_limit") or (1 << 20))
     spare = take_spare(req)
+    if spare in SPARE:
+        SPARE.remove(spare)
     if req.get("language") == "javascript":
         JS_TEMPLATE[:] = [req]
     pid, out_r, err_r, st_r = spare.pid, spare.out_r, spare.err_r, spare.st_r
@@ -836,6 +856,7 @@ def run_call(req, payload, reader, wake_r):
         spare.start(req, payload)
     except OSError:
         pass  # it died: the wait below sees that
+    drop_spares()
     streams = {out_r: Stream(out_r, b"O", limit), err_r: Stream(err_r, b"E", limit)}
     open_fds = set(streams)
     os.set_blocking(st_r, False)
