@@ -405,8 +405,8 @@ def start_node_spare(template, req_r, out_w, err_w, status_w):
     """In a spare's child: become the call's process for the limits of
     `template` (a previous JavaScript call), then Node.js waiting on fd 4."""
     req_fd = fcntl.fcntl(req_r, fcntl.F_DUPFD_CLOEXEC, 10)
-    limits = {k: v for k, v in template.items() if k not in ("env", "code", "files", "packages", "npm_stage")}
-    enter_call(limits, out_w, err_w, status_w, request_fd=req_fd)
+    # The template's limits, not its variables: the call brings its own.
+    enter_call(dict(template, env={}), out_w, err_w, status_w, request_fd=req_fd)
     heap_mb = max(32, int(template.get("memory_bytes") or (512 << 20)) >> 20)
     node = template.get("node") or "/usr/bin/node"
     argv = [node, "--max-old-space-size=%d" % heap_mb, "--input-type=module", "-e", JS_SPARE]
@@ -754,8 +754,8 @@ class Spare:
                 os.close(fd)
             except OSError:
                 pass
+        self.kill()
         try:
-            os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
         except OSError:
             pass
@@ -781,14 +781,12 @@ def take_spare(req):
     Python child (which serves any call), else a Python child forked now.
     The other spare goes first: while a call runs, the sandbox holds PID 1
     and the call's processes, nothing else."""
-    chosen = None
-    for want_js in (True, False):
-        for spare in SPARE:
-            if chosen is None and (spare.js_key is not None) == want_js and spare.serves(req) and spare.alive():
-                chosen = spare
+    usable = [spare for spare in SPARE if spare.serves(req) and spare.alive()]
+    chosen = next((spare for spare in usable if spare.js_key is not None), usable[0] if usable else None)
+    if chosen is not None:
+        SPARE.remove(chosen)
     for spare in SPARE:
-        if spare is not chosen:
-            spare.kill()  # reaped by drop_spares() once the call has its request
+        spare.kill()  # reaped by drop_spares() once the call has its request
     return chosen or Spare()
 
 
@@ -847,8 +845,6 @@ def run_call(req, payload, reader, wake_r):
     timeout = max(0.1, int(req.get("timeout_ms") or 60000) / 1000.0)
     limit = int(req.get("output_limit") or (1 << 20))
     spare = take_spare(req)
-    if spare in SPARE:
-        SPARE.remove(spare)
     if req.get("language") == "javascript":
         JS_TEMPLATE[:] = [req]
     pid, out_r, err_r, st_r = spare.pid, spare.out_r, spare.err_r, spare.st_r
