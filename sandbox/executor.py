@@ -776,11 +776,34 @@ SPARE = []  # a Python child, and a warm Node.js once the session ran JavaScript
 JS_TEMPLATE = []  # the session's last JavaScript call: the Node.js spare's limits
 
 
+def reap_leftovers(keep):
+    """Before a call: any process but PID 1 and the spares (`keep`) is a
+    leftover of an earlier call, killed at its end but not yet gone (gVisor
+    tears a process down in its own time), or an orphan that became our
+    child after that call's reap.  Kill and reap them (within a second), so
+    that a call never sees one."""
+    if os.getpid() != 1 or ARGS["direct"]:
+        return
+    deadline = time.monotonic() + 1.0
+    while True:
+        reap_others()
+        left = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != 1 and int(n) not in keep]
+        if not left or time.monotonic() > deadline:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.002)
+
+
 def take_spare(req):
     """The spare for req: the warm Node.js if it can serve req, else the
     Python child (which serves any call), else a Python child forked now.
     The other spare goes first: while a call runs, the sandbox holds PID 1
     and the call's processes, nothing else."""
+    reap_leftovers({spare.pid for spare in SPARE})
     usable = [spare for spare in SPARE if spare.serves(req) and spare.alive()]
     chosen = next((spare for spare in usable if spare.js_key is not None), usable[0] if usable else None)
     if chosen is not None:
