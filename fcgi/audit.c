@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "audit.h"
+#include "fcgi/audit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sandbox/util.h"
+#include "common/util.h"
 
 static const char *const outcome_names[OUTCOME_N] = {"ok",        "error",   "timeout", "memory",
                                                      "cancelled", "refused", "busy",    "sandbox"};

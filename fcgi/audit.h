@@ -7,9 +7,9 @@
 
 #include <stdint.h>
 
-#include "mcp.h"
-#include "sandbox/call.h"
-#include "sandbox/metrics.h"
+#include "fcgi/mcp.h"
+#include "fcgi/call.h"
+#include "common/metrics.h"
 
 struct audit_entry {
   const char *tool;

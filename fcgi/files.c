@@ -2,13 +2,13 @@
  * content blocks for what the code left in /work/output. */
 #include "config.h"
 
-#include "files.h"
+#include "fcgi/files.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "sandbox/util.h"
-#include "tools.h"
+#include "common/util.h"
+#include "fcgi/tools.h"
 
 #define MAX_PATH_BYTES 1024
 #define MAX_COMPONENT 255

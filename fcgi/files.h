@@ -5,8 +5,8 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "sandbox/outputs.h"
-#include "sandbox/settings.h"
+#include "fcgi/outputs.h"
+#include "common/settings.h"
 
 /* Check the `files` argument; 0, or -1 with a sentence in msg. */
 int files_validate(const struct mcp_config *cfg, const cJSON *files, char *msg, size_t size);

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "http.h"
+#include "fcgi/http.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "sandbox/settings.h"
+#include "common/settings.h"
 
 struct http_request {
   const char *method;           /* REQUEST_METHOD */

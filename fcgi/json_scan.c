@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "json_scan.h"
+#include "fcgi/json_scan.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -25,14 +25,15 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "responder.h"
+#include "common/proc.h"
+#include "fcgi/responder.h"
 #include "sandbox/bundle.h"
 #include "sandbox/cgroups.h"
-#include "sandbox/keeper.h"
-#include "sandbox/metrics.h"
-#include "sandbox/session.h"
-#include "sandbox/settings.h"
-#include "sandbox/util.h"
+#include "fcgi/keeper.h"
+#include "common/metrics.h"
+#include "fcgi/session.h"
+#include "common/settings.h"
+#include "common/util.h"
 
 #define MAX_RESPONDERS 256
 #define STOP_GRACE_MS 15000
@@ -62,27 +63,25 @@ struct master {
   int restarts_in_window;
 };
 
+static int run_keeper(void *arg) {
+  struct master *m = arg;
+  close(m->listen_fd);
+  return keeper_main(&m->cfg);
+}
+
+static int run_responder(void *arg) {
+  struct master *m = arg;
+  return responder_main(&m->cfg, m->listen_fd);
+}
+
 static pid_t spawn(struct master *m, bool keeper) {
-  pid_t pid = fork();
-  if (pid < 0) {
-    perror("mcp-server: fork");
+  pid_t pid = -1;
+  mcp_error_t err = NULL;
+  if (proc_fork(keeper ? run_keeper : run_responder, m, &pid, &err) < 0) {
+    mcp_error_log_release(&err, "mcp-server");
     return -1;
   }
-  if (pid > 0)
-    return pid;
-  /* The master's handlers must not survive in the children. */
-  signal(SIGCHLD, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGHUP, SIG_IGN);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  if (keeper) {
-    close(m->listen_fd);
-    _exit(keeper_main(&m->cfg));
-  }
-  _exit(responder_main(&m->cfg, m->listen_fd));
+  return pid;
 }
 
 static int open_socket(struct master *m) {

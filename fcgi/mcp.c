@@ -1,19 +1,19 @@
 #include "config.h"
 
-#include "mcp.h"
+#include "fcgi/mcp.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "json_scan.h"
-#include "sandbox/util.h"
-#include "resources.h"
-#include "sandbox/metrics.h"
-#include "sse.h"
-#include "stream.h"
-#include "tools.h"
+#include "fcgi/json_scan.h"
+#include "common/util.h"
+#include "fcgi/resources.h"
+#include "common/metrics.h"
+#include "fcgi/sse.h"
+#include "fcgi/stream.h"
+#include "fcgi/tools.h"
 
 #define MAX_JSON_DEPTH 64
 #define MAX_STRING_ID 256

@@ -5,9 +5,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "http.h"
-#include "sandbox/session.h"
-#include "sandbox/settings.h"
+#include "fcgi/http.h"
+#include "fcgi/session.h"
+#include "common/settings.h"
 
 #define MCP_SERVER_NAME "mcp-sandbox"
 #define MCP_LATEST_VERSION "2025-11-25"

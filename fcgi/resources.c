@@ -1,17 +1,17 @@
 #include "config.h"
 
-#include "resources.h"
+#include "fcgi/resources.h"
 
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "files.h"
-#include "sandbox/frame.h"
-#include "sandbox/outputs.h"
-#include "sandbox/util.h"
+#include "fcgi/files.h"
+#include "common/frame.h"
+#include "fcgi/outputs.h"
+#include "common/util.h"
 #include "sandbox/workspace.h"
-#include "tools.h"
+#include "fcgi/tools.h"
 
 #define URI_PREFIX "file:///work/"
 #define MCP_RESOURCE_NOT_FOUND (-32002)
@@ -20,7 +20,7 @@
  * (and wait for its sandbox) before reading. */
 static int ensure_mounted(struct rpc_call *c) {
   int dirfd = c->session->dirfd;
-  if (faccessat(dirfd, "work.img", F_OK, AT_SYMLINK_NOFOLLOW) != 0 || workspace_mounted(dirfd))
+  if (!workspace_has_image(dirfd) || workspace_mounted(dirfd))
     return 0;
   mcp_error_t err = NULL;
   cleanup_close int fd = supervisor_connect(c->ctx->cfg, dirfd, true, 10000, &err);
@@ -28,14 +28,10 @@ static int ensure_mounted(struct rpc_call *c) {
     mcp_error_log_release(&err, "resources");
     return rpc_fail(c, RPC_INTERNAL_ERROR, "The session's workspace is not available right now; try again.");
   }
-  struct frame_reader rd;
-  frame_reader_init(&rd, 4096);
-  struct frame f;
-  int r = frame_write(fd, FRAME_STATUS, "{\"wait\":true}", 13);
-  if (r == 0)
-    r = frame_read(&rd, fd, now_ms() + 30000, &f);
-  frame_reader_free(&rd);
-  if (r != 1 || !workspace_mounted(dirfd))
+  int r = supervisor_wait_ready(fd, now_ms() + 30000, &err);
+  if (r < 0)
+    mcp_error_log_release(&err, "resources");
+  if (r < 0 || !workspace_mounted(dirfd))
     return rpc_fail(c, RPC_INTERNAL_ERROR, "The session's workspace is not available right now; try again.");
   return 0;
 }

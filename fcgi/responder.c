@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "responder.h"
+#include "fcgi/responder.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit.h"
-#include "http.h"
-#include "mcp.h"
-#include "sandbox/util.h"
+#include "fcgi/audit.h"
+#include "fcgi/http.h"
+#include "fcgi/mcp.h"
+#include "common/util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MCP_LEAK_CHECK 1

@@ -4,7 +4,7 @@
 #ifndef MCP_RESPONDER_H
 #define MCP_RESPONDER_H
 
-#include "sandbox/settings.h"
+#include "common/settings.h"
 
 int responder_main(const struct mcp_config *cfg, int listen_fd);
 

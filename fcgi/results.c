@@ -2,14 +2,14 @@
  * files a call left in /work/output. */
 #include "config.h"
 
-#include "tools.h"
+#include "fcgi/tools.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "files.h"
-#include "json_scan.h"
-#include "sandbox/util.h"
+#include "fcgi/files.h"
+#include "fcgi/json_scan.h"
+#include "common/util.h"
 
 /* ---- results ---- */
 

@@ -1,12 +1,12 @@
 /* The tools' names, descriptions and JSON schemas (tools/list). */
 #include "config.h"
 
-#include "tools.h"
+#include "fcgi/tools.h"
 
 #include <string.h>
 #include <unistd.h>
 
-#include "sandbox/util.h"
+#include "common/util.h"
 
 /* ---- schemas ---- */
 

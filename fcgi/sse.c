@@ -1,11 +1,11 @@
 #include "config.h"
 
-#include "sse.h"
+#include "fcgi/sse.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "sandbox/util.h"
+#include "common/util.h"
 
 static int put(struct sse *s, const char *data, size_t len) {
   if (s->broken)

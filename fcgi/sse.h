@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
-#include "http.h"
+#include "fcgi/http.h"
 
 struct sse {
   struct http_sink *sink;

@@ -4,13 +4,13 @@
  * (logging/setLevel), then the result.  A cancelled call gets no response. */
 #include "config.h"
 
-#include "stream.h"
+#include "fcgi/stream.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "sandbox/util.h"
-#include "tools.h"
+#include "common/util.h"
+#include "fcgi/tools.h"
 
 #define LOG_LEVEL_FILE "log_level"
 #define MAX_LINE 8192

@@ -5,9 +5,9 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
-#include "mcp.h"
-#include "sandbox/util.h"
-#include "sse.h"
+#include "fcgi/mcp.h"
+#include "common/util.h"
+#include "fcgi/sse.h"
 
 struct call_stream {
   struct rpc_call *c;

@@ -1,19 +1,19 @@
 #include "config.h"
 
-#include "tools.h"
+#include "fcgi/tools.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "files.h"
-#include "audit.h"
-#include "json_scan.h"
-#include "stream.h"
-#include "sandbox/metrics.h"
-#include "sandbox/npm.h"
-#include "sandbox/packages.h"
-#include "sandbox/util.h"
+#include "fcgi/files.h"
+#include "fcgi/audit.h"
+#include "fcgi/json_scan.h"
+#include "fcgi/stream.h"
+#include "common/metrics.h"
+#include "fcgi/npm.h"
+#include "fcgi/packages.h"
+#include "common/util.h"
 
 /* ---- arguments ---- */
 

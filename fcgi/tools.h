@@ -5,8 +5,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "mcp.h"
-#include "sandbox/call.h"
+#include "fcgi/mcp.h"
+#include "fcgi/call.h"
 
 #define MAX_ENV_VARS 256
 #define MAX_ENV_NAME 256

@@ -16,8 +16,9 @@
 #include <limits.h>
 #include <sys/types.h>
 
-#include "error.h"
-#include "settings.h"
+#include "common/error.h"
+#include "common/proc.h"
+#include "common/settings.h"
 
 struct sandbox_ctx {
   const struct mcp_config *cfg;
@@ -41,10 +42,10 @@ int sandbox_ctx_init(struct sandbox_ctx *ctx, const struct mcp_config *cfg, cons
                      mcp_error_t *err);
 
 /* The runsc command line shared by every runsc call of this service:
- * identical global flags for every subcommand (RUNSC.md). */
+ * identical global flags for every subcommand (sandbox/GVISOR.md).  The
+ * vector borrows from c and cfg; argv_free(&c->argv) releases it. */
 struct runsc_cmdline {
-  const char *argv[32];
-  int argc;
+  struct argv argv;
   char root[PATH_MAX + 16];
   char platform[64];
 };

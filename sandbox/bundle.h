@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "common/error.h"
 
 #define SANDBOX_EXECUTOR "/opt/mcp/executor.py"
 #define SANDBOX_PRELOAD "/opt/mcp/libmcpstatx.so"

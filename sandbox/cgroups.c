@@ -8,7 +8,7 @@
  * are the rlimits the executor sets for each call (RUNSC.md). */
 #include "config.h"
 
-#include "cgroups.h"
+#include "sandbox/cgroups.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "common/util.h"
 
 static bool initialized;
 

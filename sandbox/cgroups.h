@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "settings.h"
+#include "common/error.h"
+#include "common/settings.h"
 
 bool cgroups_unified(void);
 /* The memory backstop of one sandbox. */

@@ -3,8 +3,9 @@
  * the full responder -> supervisor -> executor path without root or gVisor. */
 #include "config.h"
 
-#include "backend.h"
-#include "util.h"
+#include "sandbox/backend.h"
+#include "common/proc.h"
+#include "common/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,25 +21,15 @@ static int direct_start(struct sandbox_ctx *ctx, int stdin_fd, int stdout_fd, mc
   if (snprintf(executor, sizeof(executor), "%s/executor.py", ctx->cfg->libexec_dir) >= (int)sizeof(executor) ||
       snprintf(workdir, sizeof(workdir), "--workdir=%s/work", ctx->dir) >= (int)sizeof(workdir))
     return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "executor paths");
-  pid_t pid = fork();
-  if (pid < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fork");
-  if (pid == 0) {
-    /* Its own session: every call's process group stays inside it, so
-     * destroy() can find them all (not the supervisor's). */
-    setsid();
-    if (dup2(stdin_fd, 0) < 0 || dup2(stdout_fd, 1) < 0)
-      _exit(127);
-    close_fds_from(3);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    const char *argv[] = {"/usr/bin/python3", "-I", "-B", executor, "--direct", workdir, NULL};
-    const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
-    execve(argv[0], (char *const *)argv, (char *const *)envp);
-    _exit(127);
-  }
+  /* Its own session: every call's process group stays inside it, so
+   * destroy() can find them all (not the supervisor's). */
+  const char *argv[] = {"/usr/bin/python3", "-I", "-B", executor, "--direct", workdir, NULL};
+  const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
+  struct proc_opts o = {.argv = argv, .envp = envp, .stdin_fd = stdin_fd, .stdout_fd = stdout_fd, .stderr_fd = -1,
+                        .new_session = true};
+  pid_t pid;
+  if (proc_start(&o, &pid, err) < 0)
+    return -1;
   ctx->pid = pid;
   return 0;
 }

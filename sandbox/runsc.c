@@ -1,10 +1,10 @@
 #include "config.h"
 
-#include "backend.h"
-#include "bundle.h"
-#include "cgroups.h"
-#include "proc.h"
-#include "util.h"
+#include "sandbox/backend.h"
+#include "sandbox/bundle.h"
+#include "sandbox/cgroups.h"
+#include "common/proc.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,21 +15,19 @@
 #define RUNSC_TIMEOUT_MS 30000
 
 int runsc_cmdline_init(struct runsc_cmdline *c, const struct mcp_config *cfg) {
-  size_t n = 0;
+  memset(&c->argv, 0, sizeof(c->argv));
   if (snprintf(c->root, sizeof(c->root), "--root=%s/runsc", cfg->state_dir) >= (int)sizeof(c->root) ||
       snprintf(c->platform, sizeof(c->platform), "--platform=%s", cfg->runsc_platform) >= (int)sizeof(c->platform))
     return -ENAMETOOLONG;
-  c->argv[n++] = cfg->runsc;
-  c->argv[n++] = c->root;
-  c->argv[n++] = "--network=none";
-  c->argv[n++] = "--oci-seccomp"; /* load the bundle's seccomp policy inside */
-  c->argv[n++] = c->platform;
+  argv_add(&c->argv, cfg->runsc);
+  argv_add(&c->argv, c->root);
+  argv_add(&c->argv, "--network=none");
+  argv_add(&c->argv, "--oci-seccomp"); /* load the bundle's seccomp policy inside */
+  argv_add(&c->argv, c->platform);
   /* Without a parent cgroup, runsc must not create per-container ones. */
   if (cfg->cgroup_parent[0] == '\0')
-    c->argv[n++] = "--ignore-cgroups";
-  c->argv[n] = NULL;
-  c->argc = (int)n;
-  return 0;
+    argv_add(&c->argv, "--ignore-cgroups");
+  return c->argv.oom ? -ENOMEM : 0;
 }
 
 /* Only a process that is a subreaper for the sandbox (the supervisor) may
@@ -41,16 +39,19 @@ void runsc_set_reaper(bool on) { reap_orphans = on; }
 static int runsc_cmd(const struct mcp_config *cfg, const char *const *sub, int in, int out, bool quiet,
                      int *status, mcp_error_t *err) {
   struct runsc_cmdline c;
-  if (runsc_cmdline_init(&c, cfg) < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "runsc command line");
-  int n = c.argc;
-  for (; *sub && n < (int)ARRAY_SIZE(c.argv) - 1; sub++)
-    c.argv[n++] = *sub;
-  c.argv[n] = NULL;
+  int r = runsc_cmdline_init(&c, cfg);
+  for (; r == 0 && *sub; sub++)
+    argv_add(&c.argv, *sub);
+  if (r < 0 || c.argv.oom) {
+    argv_free(&c.argv);
+    return mcp_fail(err, MCP_ERR_INTERNAL, r < 0 ? -r : ENOMEM, "runsc command line");
+  }
   cleanup_close int devnull = quiet ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
-  struct proc_opts o = {.argv = c.argv, .stdin_fd = in, .stdout_fd = out, .stderr_fd = devnull,
+  struct proc_opts o = {.argv = c.argv.v, .stdin_fd = in, .stdout_fd = out, .stderr_fd = devnull,
                         .timeout_ms = RUNSC_TIMEOUT_MS, .reap_orphans = reap_orphans};
-  return run_process(&o, status, err);
+  r = run_process(&o, status, err);
+  argv_free(&c.argv);
+  return r;
 }
 
 /* runsc keeps <root>/<id>_sandbox:<id>.state while a container exists. */

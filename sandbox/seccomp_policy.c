@@ -5,13 +5,13 @@
  * allowed: an allow-list would break the libraries agents install. */
 #include "config.h"
 
-#include "seccomp_policy.h"
+#include "sandbox/seccomp_policy.h"
 
 #include <errno.h>
 #include <seccomp.h>
 #include <string.h>
 
-#include "util.h"
+#include "common/util.h"
 
 struct deny_rule {
   const char *names[16];

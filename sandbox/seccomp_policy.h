@@ -7,7 +7,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "error.h"
+#include "common/error.h"
 
 cJSON *seccomp_policy(mcp_error_t *err);
 

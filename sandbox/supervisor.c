@@ -28,15 +28,15 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#include "backend.h"
-#include "cgroups.h"
-#include "metrics.h"
-#include "frame.h"
-#include "settings.h"
-#include "session.h"
-#include "supervisor.h"
-#include "util.h"
-#include "workspace.h"
+#include "sandbox/backend.h"
+#include "sandbox/cgroups.h"
+#include "common/metrics.h"
+#include "common/frame.h"
+#include "common/settings.h"
+#include "sandbox/client.h"
+#include "sandbox/supervisor.h"
+#include "common/util.h"
+#include "sandbox/workspace.h"
 
 #define MAX_CLIENTS 32
 #define READY_TIMEOUT_MS 30000
@@ -132,14 +132,8 @@ static void sandbox_stop(struct sup *s) {
 
 /* Current host path of our folder: it moves from pool/ to sessions/. */
 static int refresh_dir(struct sup *s, mcp_error_t *err) {
-  char link[64], path[PATH_MAX];
-  snprintf(link, sizeof(link), "/proc/self/fd/%d", s->dirfd);
-  ssize_t n = readlink(link, path, sizeof(path) - 1);
-  if (n < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "readlink %s", link);
-  path[n] = '\0';
-  memcpy(s->sb.dir, path, (size_t)n + 1);
-  return 0;
+  int r = fd_host_path(s->dirfd, NULL, s->sb.dir, sizeof(s->sb.dir));
+  return r < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, -r, "the folder's path") : 0;
 }
 
 /* The sandbox's main host process: the executor (direct backend) or runsc's

@@ -10,7 +10,7 @@
  * and the operator is told once. */
 #include "config.h"
 
-#include "workspace.h"
+#include "sandbox/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,24 +23,16 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
-#include "proc.h"
-#include "util.h"
+#include "common/proc.h"
+#include "common/util.h"
 
 #define IMAGE "work.img"
 #define MOUNT_DIR "work"
 
 /* A path other processes can use (not /proc/self/...). */
 static int host_path(int dirfd, const char *name, char *buf, size_t size, mcp_error_t *err) {
-  char link[64];
-  snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
-  ssize_t n = readlink(link, buf, size - 1);
-  if (n < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "readlink %s", link);
-  buf[n] = '\0';
-  size_t used = (size_t)n;
-  if (snprintf(buf + used, size - used, "/%s", name) >= (int)(size - used))
-    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "workspace path");
-  return 0;
+  int r = fd_host_path(dirfd, name, buf, size);
+  return r < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, -r, "workspace path") : 0;
 }
 
 static int run_tool(const char *const *argv, mcp_error_t *err) {
@@ -124,6 +116,8 @@ static int attach_loop(int image_fd, char *dev, size_t size, mcp_error_t *err) {
   return mcp_fail(err, MCP_ERR_INTERNAL, EBUSY, "no free loop device");
 }
 
+bool workspace_has_image(int dirfd) { return faccessat(dirfd, IMAGE, F_OK, AT_SYMLINK_NOFOLLOW) == 0; }
+
 bool workspace_mounted(int dirfd) {
   struct stat dir, mnt;
   if (fstat(dirfd, &dir) < 0 || fstatat(dirfd, MOUNT_DIR, &mnt, AT_SYMLINK_NOFOLLOW) < 0)
@@ -149,7 +143,7 @@ static int mount_image(int dirfd, mcp_error_t *err) {
 }
 
 int workspace_mount(int dirfd, mcp_error_t *err) {
-  if (faccessat(dirfd, IMAGE, F_OK, AT_SYMLINK_NOFOLLOW) != 0 || workspace_mounted(dirfd))
+  if (!workspace_has_image(dirfd) || workspace_mounted(dirfd))
     return 0; /* a plain folder, or already mounted */
   mcp_error_t first = NULL;
   if (mount_image(dirfd, &first) < 0) {

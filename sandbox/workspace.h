@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "common/error.h"
 
 /* Create work/ (owned by uid:gid) and, when size > 0, the image. */
 int workspace_create(int dirfd, uint64_t size, int uid, int gid, mcp_error_t *err);
@@ -15,5 +15,7 @@ int workspace_create(int dirfd, uint64_t size, int uid, int gid, mcp_error_t *er
 int workspace_mount(int dirfd, mcp_error_t *err);
 void workspace_unmount(int dirfd);
 bool workspace_mounted(int dirfd);
+/* The workspace has a quota image (it is a plain folder otherwise). */
+bool workspace_has_image(int dirfd);
 
 #endif

@@ -23,8 +23,8 @@
 #include "fcgi/json_scan.h"
 #include "fcgi/tools.h"
 #include "fuzz.h"
-#include "sandbox/npm.h"
-#include "sandbox/packages.h"
+#include "fcgi/npm.h"
+#include "fcgi/packages.h"
 
 static struct mcp_config cfg;
 

@@ -28,7 +28,7 @@
 #include "fcgi/mcp.h"
 #include "fcgi/resources.h"
 #include "fuzz.h"
-#include "sandbox/outputs.h"
+#include "fcgi/outputs.h"
 
 #define NAME_MAX_FUZZ 200
 

@@ -42,7 +42,7 @@
 
 #include "fcgi/mcp.h"
 #include "fuzz.h"
-#include "sandbox/metrics.h"
+#include "common/metrics.h"
 
 #define TOKEN "fuzz"
 #define ACCEPT_BOTH "application/json, text/event-stream"

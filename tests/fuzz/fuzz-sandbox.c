@@ -38,8 +38,8 @@
 #include "fcgi/stream.h"
 #include "fcgi/tools.h"
 #include "fuzz.h"
-#include "sandbox/call.h"
-#include "sandbox/frame.h"
+#include "fcgi/call.h"
+#include "common/frame.h"
 
 static struct mcp_config cfg;
 static struct store store;

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "fcgi/http.h"
-#include "sandbox/util.h"
+#include "common/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

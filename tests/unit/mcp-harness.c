@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/keeper.h"
-#include "sandbox/util.h"
+#include "fcgi/keeper.h"
+#include "common/util.h"
 #include "tap.h"
 
 #ifndef TEST_BUILDDIR
@@ -72,7 +72,7 @@ void harness_setup(struct harness *h) {
   if (mkdir(h->libexec, 0755) < 0)
     bail_out("mkdir: %s", strerror(errno));
   link_into(h->libexec, "mcp-sandboxd", TEST_BUILDDIR "/mcp-sandboxd");
-  link_into(h->libexec, "executor.py", TEST_SRCDIR "/sandbox/executor.py");
+  link_into(h->libexec, "executor.py", TEST_SRCDIR "/executor/executor.py");
 
   clear_mcp_env();
   setenv("MCP_STATE_DIR", h->state, 1);

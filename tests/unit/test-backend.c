@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "frame.h"
+#include "sandbox/backend.h"
+#include "common/frame.h"
 #include "tap.h"
-#include "util.h"
+#include "common/util.h"
 
 #define SANDBOX_ID "0123456789abcdef0123456789abcdef"
 
@@ -202,7 +202,7 @@ int main(void) {
   snprintf(p, sizeof(p), "%s/session/work", tmp);
   mkdir(p, 0700);
   snprintf(p, sizeof(p), "%s/executor.py", tmp);
-  if (symlink(TEST_SRCDIR "/sandbox/executor.py", p) < 0)
+  if (symlink(TEST_SRCDIR "/executor/executor.py", p) < 0)
     bail_out("symlink: %s", strerror(errno));
   config_defaults(&cfg);
   snprintf(cfg.libexec_dir, sizeof(cfg.libexec_dir), "%s", tmp);

@@ -13,7 +13,7 @@
 
 #include "fcgi/mcp.h"
 #include "fcgi/tools.h"
-#include "sandbox/util.h"
+#include "common/util.h"
 #include "tap.h"
 
 static int sink_write(void *opaque, const char *data, size_t len) { return buf_append(opaque, data, len); }

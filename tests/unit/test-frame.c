@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "frame.h"
+#include "common/frame.h"
 #include "tap.h"
-#include "util.h"
+#include "common/util.h"
 
 static void header(unsigned char h[FRAME_HEADER], int type, uint32_t len) {
   h[0] = (unsigned char)type;

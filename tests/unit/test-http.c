@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "fcgi/http.h"
-#include "sandbox/util.h"
+#include "common/util.h"
 #include "tap.h"
 
 struct accept_case {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "mcp-harness.h"
-#include "sandbox/util.h"
+#include "common/util.h"
 #include "tap.h"
 
 static struct harness h;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "call.h"
+#include "fcgi/call.h"
 #include "fcgi/json_scan.h"
 #include "fcgi/tools.h"
 #include "guard.h"

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "settings.h"
+#include "common/settings.h"
 #include "tap.h"
-#include "util.h"
+#include "common/util.h"
 
 extern char **environ;
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "tap.h"
-#include "util.h"
+#include "common/util.h"
 
 static char tmp[1024];
 static int tmp_fd;

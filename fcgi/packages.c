@@ -11,7 +11,7 @@
  * sandbox, as the sandbox user, into /work/.local. */
 #include "config.h"
 
-#include "packages.h"
+#include "fcgi/packages.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -21,8 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "proc.h"
-#include "util.h"
+#include "common/proc.h"
+#include "common/util.h"
 
 #define MAX_PACKAGES 32
 #define MAX_REQUIREMENT 200

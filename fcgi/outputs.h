@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "settings.h"
+#include "common/error.h"
+#include "common/settings.h"
 
 #define OUTPUTS_DIR "output"
 #define OUTPUTS_MANIFEST "outputs.manifest"

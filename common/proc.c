@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "proc.h"
+#include "common/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -30,8 +31,62 @@ int status_to_exit_code(int status) {
   return 255;
 }
 
+void argv_add(struct argv *a, const char *arg) {
+  if (a->oom)
+    return;
+  if (a->n + 2 > a->cap) {
+    size_t cap = a->cap ? 2 * a->cap : 16;
+    const char **v = realloc(a->v, cap * sizeof(*v));
+    if (v == NULL) {
+      a->oom = true;
+      return;
+    }
+    a->v = v;
+    a->cap = cap;
+  }
+  a->v[a->n++] = arg;
+  a->v[a->n] = NULL;
+}
+
+void argv_free(struct argv *a) {
+  free(a->v);
+  a->v = NULL;
+  a->n = a->cap = 0;
+  a->oom = false;
+}
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/* Every descriptor from `from` on is closed by exec: what the caller holds
+ * (the FastCGI socket, other clients' connections) never reaches a child.
+ * Marked rather than closed, so the error pipe works until exec.  Only
+ * async-signal-safe calls: this runs between fork and exec. */
+static void cloexec_from(int from) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, (unsigned)from, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+    return;
+#endif
+  struct rlimit rl;
+  rlim_t max = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 65536;
+  if (max > 65536)
+    max = 65536;
+  for (int fd = from; fd < (int)max; fd++)
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+static void unblock_signals(void) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL);
+}
+
 /* In the child: only async-signal-safe calls until exec. */
 static void child_exec(const struct proc_opts *o, int out_w, int errpipe) {
+  if (o->new_session ? setsid() < 0 : setpgid(0, 0) < 0)
+    goto fail;
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   int in = o->stdin_fd >= 0 ? o->stdin_fd : devnull;
   int out = out_w >= 0 ? out_w : (o->stdout_fd >= 0 ? o->stdout_fd : devnull);
@@ -40,10 +95,8 @@ static void child_exec(const struct proc_opts *o, int out_w, int errpipe) {
   if ((in == 0 ? fcntl(0, F_SETFD, 0) : dup2(in, 0)) < 0 || (out == 1 ? fcntl(1, F_SETFD, 0) : dup2(out, 1)) < 0 ||
       (errfd == 2 ? fcntl(2, F_SETFD, 0) : dup2(errfd, 2)) < 0)
     goto fail;
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  signal(SIGPIPE, SIG_DFL);
+  cloexec_from(3);
+  unblock_signals();
   if (o->set_ids && (setgroups(0, NULL) < 0 || setgid(o->gid) < 0 || setuid(o->uid) < 0))
     goto fail;
   if (o->cwd != NULL && chdir(o->cwd) < 0)
@@ -55,6 +108,17 @@ fail:;
   _exit(127);
 }
 
+/* The child's errno when its exec failed (read from the error pipe, which
+ * exec closes), else 0. */
+static int exec_result(int err_r) {
+  int exec_errno = 0;
+  ssize_t r;
+  do
+    r = read(err_r, &exec_errno, sizeof(exec_errno));
+  while (r < 0 && errno == EINTR);
+  return r == (ssize_t)sizeof(exec_errno) ? exec_errno : 0;
+}
+
 static int wait_deadline(pid_t pid, int pidfd, int cap_r, const struct proc_opts *o, int *status, mcp_error_t *err) {
   int64_t deadline = o->timeout_ms > 0 ? now_ms() + o->timeout_ms : -1;
   for (;;) {
@@ -64,6 +128,7 @@ static int wait_deadline(pid_t pid, int pidfd, int cap_r, const struct proc_opts
     if (deadline >= 0) {
       int64_t left = deadline - now_ms();
       if (left <= 0) {
+        kill(-pid, SIGKILL); /* the child and everything it started */
         kill(pid, SIGKILL);
         waitpid(pid, status, 0);
         return mcp_fail(err, MCP_ERR_INTERNAL, ETIMEDOUT, "`%s` did not finish within %lld ms", o->argv[0],
@@ -117,8 +182,11 @@ static int wait_deadline(pid_t pid, int pidfd, int cap_r, const struct proc_opts
   }
 }
 
-int run_process(const struct proc_opts *o, int *status, mcp_error_t *err) {
+/* Fork and exec; *cap_r is the read end of the capture pipe, if any. */
+static int start(const struct proc_opts *o, pid_t *pid_out, int *cap_r_out, mcp_error_t *err) {
   int errp[2], capp[2] = {-1, -1};
+  if (o->argv == NULL || o->argv[0] == NULL)
+    return mcp_fail(err, MCP_ERR_INTERNAL, EINVAL, "no program to run");
   if (pipe2(errp, O_CLOEXEC) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "pipe2");
   cleanup_close int err_r = errp[0];
@@ -127,7 +195,6 @@ int run_process(const struct proc_opts *o, int *status, mcp_error_t *err) {
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "pipe2");
   cleanup_close int cap_r = capp[0];
   cleanup_close int cap_w = capp[1];
-
   pid_t pid = fork();
   if (pid < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fork");
@@ -135,16 +202,29 @@ int run_process(const struct proc_opts *o, int *status, mcp_error_t *err) {
     child_exec(o, cap_w, err_w);
   close(steal_fd(&err_w));
   close(steal_fd(&cap_w));
-
-  int exec_errno = 0;
-  ssize_t r;
-  do
-    r = read(err_r, &exec_errno, sizeof(exec_errno));
-  while (r < 0 && errno == EINTR);
-  if (r == (ssize_t)sizeof(exec_errno)) {
+  int e = exec_result(err_r);
+  if (e != 0) {
     waitpid(pid, NULL, 0);
-    return mcp_fail(err, MCP_ERR_INTERNAL, exec_errno, "cannot run `%s`", o->argv[0]);
+    return mcp_fail(err, MCP_ERR_INTERNAL, e, "cannot run `%s`", o->argv[0]);
   }
+  *pid_out = pid;
+  *cap_r_out = steal_fd(&cap_r);
+  return 0;
+}
+
+int proc_start(const struct proc_opts *o, pid_t *pid, mcp_error_t *err) {
+  int cap_r = -1;
+  struct proc_opts plain = *o;
+  plain.capture = NULL;
+  return start(&plain, pid, &cap_r, err);
+}
+
+int run_process(const struct proc_opts *o, int *status, mcp_error_t *err) {
+  pid_t pid;
+  int cap_fd = -1;
+  if (start(o, &pid, &cap_fd, err) < 0)
+    return -1;
+  cleanup_close int cap_r = cap_fd;
   cleanup_close int pidfd = pidfd_open_compat(pid);
   int st = 0;
   int ret = wait_deadline(pid, pidfd, cap_r, o, &st, err);
@@ -152,5 +232,47 @@ int run_process(const struct proc_opts *o, int *status, mcp_error_t *err) {
     return ret;
   if (status)
     *status = st;
+  return 0;
+}
+
+int proc_spawn_detached(const char *const *argv, mcp_error_t *err) {
+  int errp[2];
+  if (pipe2(errp, O_CLOEXEC) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "pipe2");
+  cleanup_close int err_r = errp[0];
+  cleanup_close int err_w = errp[1];
+  pid_t pid = fork();
+  if (pid < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fork");
+  if (pid == 0) {
+    /* The middle child exits at once: the program is adopted by the
+     * nearest subreaper. */
+    if (fork() != 0)
+      _exit(0);
+    struct proc_opts o = {.argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = 2, .new_session = true};
+    child_exec(&o, -1, err_w);
+  }
+  close(steal_fd(&err_w));
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  int e = exec_result(err_r); /* EOF once the grandchild exec'd or died */
+  if (e != 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, e, "cannot run `%s`", argv[0]);
+  return 0;
+}
+
+int proc_fork(int (*fn)(void *), void *arg, pid_t *pid_out, mcp_error_t *err) {
+  pid_t pid = fork();
+  if (pid < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fork");
+  if (pid == 0) {
+    /* The parent's handlers must not survive in the child. */
+    static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+      signal(sigs[i], SIG_DFL);
+    unblock_signals();
+    _exit(fn(arg));
+  }
+  *pid_out = pid;
   return 0;
 }

@@ -5,9 +5,9 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "error.h"
-#include "settings.h"
-#include "util.h"
+#include "common/error.h"
+#include "common/settings.h"
+#include "common/util.h"
 
 /* One requirement: 0, or -1 with the reason in why. */
 int package_check(const char *req, char *why, size_t size);

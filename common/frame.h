@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "common/util.h"
 
 #define FRAME_HEADER 5
 #define FRAME_CHUNK (64 * 1024)

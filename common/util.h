@@ -17,7 +17,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "common/error.h"
 
 static inline void cleanup_freep(void *p) { free(*(void **)p); }
 static inline void cleanup_closep(int *fd) {
@@ -82,8 +82,12 @@ bool is_uuid(const char *s);
 /* True when s is exactly 32 lowercase hex characters. */
 bool is_hex32(const char *s);
 
-/* "/proc/self/fd/N/name": a path to name below dirfd that fits sockaddr_un. */
+/* "/proc/self/fd/N/name": a path to name below dirfd for this process's own
+ * use (it fits sockaddr_un).  0 or -ENAMETOOLONG. */
 int fd_path(char *buf, size_t size, int dirfd, const char *name);
+/* The host path of dirfd, read from /proc/self/fd/N, with "/name" appended
+ * unless name is NULL: a path other processes can use.  0 or -errno. */
+int fd_host_path(int dirfd, const char *name, char *buf, size_t size);
 
 /* Duplicate at most n bytes of s into a NUL-terminated string. */
 char *xstrndup(const char *s, size_t n);

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "session.h"
+#include "fcgi/session.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,9 +13,9 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#include "frame.h"
-#include "workspace.h"
-#include "util.h"
+#include "common/frame.h"
+#include "sandbox/workspace.h"
+#include "common/util.h"
 
 static int open_dir_at(int dirfd, const char *name, mcp_error_t *err) {
   int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -342,117 +342,6 @@ int trash_remove(struct store *st, const char *name, mcp_error_t *err) {
     workspace_unmount(dfd);
   }
   return remove_tree_at(st->trash_fd, name, err);
-}
-
-int supervisor_spawn(const struct mcp_config *cfg, int dir_fd, const char *name, mcp_error_t *err) {
-  char exe[PATH_MAX], dir[PATH_MAX], link[64];
-  if (snprintf(exe, sizeof(exe), "%s/mcp-sandboxd", cfg->libexec_dir) >= (int)sizeof(exe))
-    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "supervisor path");
-  snprintf(link, sizeof(link), "/proc/self/fd/%d", dir_fd);
-  ssize_t n = readlink(link, dir, sizeof(dir) - 1);
-  if (n < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "readlink %s", link);
-  dir[n] = '\0';
-  size_t used = (size_t)n;
-  if (snprintf(dir + used, sizeof(dir) - used, "/%s", name) >= (int)(sizeof(dir) - used))
-    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "supervisor folder");
-  pid_t pid = fork();
-  if (pid < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fork");
-  if (pid == 0) {
-    /* The middle child exits at once so the supervisor is adopted by the
-     * subreaper (the master) and outlives the responder that asked for it. */
-    if (fork() != 0)
-      _exit(0);
-    setsid();
-    int devnull = open("/dev/null", O_RDWR);
-    if (devnull >= 0) {
-      dup2(devnull, 0);
-      dup2(devnull, 1);
-    }
-    close_fds_from(3);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    const char *argv[] = {exe, dir, NULL};
-    execv(exe, (char *const *)argv);
-    _exit(127);
-  }
-  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-    ;
-  return 0;
-}
-
-static int connect_once(int dirfd) {
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  if (fd_path(sa.sun_path, sizeof(sa.sun_path), dirfd, SUPERVISOR_SOCKET) < 0)
-    return -ENAMETOOLONG;
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -errno;
-  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-    int e = errno;
-    close(fd);
-    return -e;
-  }
-  return fd;
-}
-
-int supervisor_connect(const struct mcp_config *cfg, int dirfd, bool spawn, int64_t wait_ms, mcp_error_t *err) {
-  int fd = connect_once(dirfd);
-  if (fd >= 0 || !spawn)
-    return fd >= 0 ? fd : mcp_fail(err, MCP_ERR_SANDBOX, -fd, "connect to the supervisor");
-  if (fd != -ENOENT && fd != -ECONNREFUSED)
-    return mcp_fail(err, MCP_ERR_INTERNAL, -fd, "connect to the supervisor");
-  if (supervisor_spawn(cfg, dirfd, ".", err) < 0)
-    return -1;
-  int64_t deadline = now_ms() + wait_ms;
-  int pause = 1;
-  while (now_ms() < deadline) {
-    poll(NULL, 0, pause);
-    if (pause < 20)
-      pause *= 2;
-    fd = connect_once(dirfd);
-    if (fd >= 0)
-      return fd;
-  }
-  return mcp_fail(err, MCP_ERR_SANDBOX, -fd, "the supervisor did not start listening");
-}
-
-/* A supervisor holds sup.lock from its first instant, before it listens. */
-static bool supervisor_alive(int dirfd) {
-  cleanup_close int fd = openat(dirfd, SUPERVISOR_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  return fd >= 0 && lock_held_elsewhere(fd);
-}
-
-int supervisor_quit(int dirfd, int64_t wait_ms, mcp_error_t *err) {
-  int64_t deadline = now_ms() + wait_ms;
-  int r = connect_once(dirfd);
-  /* One that is still starting (DELETE right after initialize) is waited
-   * for: otherwise it would start a sandbox for an ended session. */
-  while (r < 0 && supervisor_alive(dirfd) && now_ms() < deadline) {
-    poll(NULL, 0, 10);
-    r = connect_once(dirfd);
-  }
-  if (r < 0)
-    return 0; /* nobody listens: nothing to stop */
-  cleanup_close int fd = r;
-  if (frame_write(fd, FRAME_QUIT, NULL, 0) < 0)
-    return 0;
-  struct frame_reader rd;
-  frame_reader_init(&rd, 1 << 20);
-  if (deadline < now_ms() + 2000)
-    deadline = now_ms() + 2000; /* the teardown itself */
-  for (;;) {
-    struct frame f;
-    r = frame_read(&rd, fd, deadline, &f);
-    if (r <= 0 || f.type == FRAME_DONE)
-      break;
-  }
-  frame_reader_free(&rd);
-  if (r == -ETIMEDOUT)
-    return mcp_fail(err, MCP_ERR_INTERNAL, ETIMEDOUT, "the supervisor did not stop");
-  return 0;
 }
 
 int slot_acquire(const struct mcp_config *cfg, int64_t wait_ms, mcp_error_t *err) {

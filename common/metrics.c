@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "metrics.h"
+#include "common/metrics.h"
 
 #include <dirent.h>
 #include <errno.h>

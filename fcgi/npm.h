@@ -5,8 +5,8 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "error.h"
-#include "settings.h"
+#include "common/error.h"
+#include "common/settings.h"
 
 /* One spec (name[@version|range|tag]): 0, or -1 with the reason. */
 int npm_spec_check(const char *spec, char *why, size_t size);

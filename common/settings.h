@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "error.h"
+#include "common/error.h"
 
 struct mcp_config {
   char state_dir[PATH_MAX];   /* sessions, pool, runsc root, skeleton root */

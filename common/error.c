@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "error.h"
+#include "common/error.h"
 
 #include <errno.h>
 #include <stdio.h>

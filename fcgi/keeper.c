@@ -8,7 +8,7 @@
  * at each tick, so it can be killed and restarted at any time. */
 #include "config.h"
 
-#include "keeper.h"
+#include "fcgi/keeper.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,12 +18,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backend.h"
-#include "cgroups.h"
-#include "metrics.h"
-#include "frame.h"
-#include "session.h"
-#include "util.h"
+#include "sandbox/backend.h"
+#include "sandbox/cgroups.h"
+#include "common/metrics.h"
+#include "common/frame.h"
+#include "fcgi/session.h"
+#include "common/util.h"
 
 #define TICK_MS 1000
 #define REAP_EVERY_MS 60000
@@ -150,14 +150,7 @@ static void fill_pool_once(struct store *st) {
     remove_tree_at(st->pool_fd, name, NULL);
     return;
   }
-  struct frame_reader rd;
-  frame_reader_init(&rd, 4096);
-  struct frame f = {0}; /* read only when frame_read() returned 1 */
-  int r = frame_write(fd, FRAME_STATUS, "{\"wait\":true}", 13);
-  if (r == 0)
-    r = frame_read(&rd, fd, now_ms() + POOL_READY_TIMEOUT_MS, &f);
-  bool ready = r == 1 && f.type == FRAME_STATUS && memmem(f.payload, f.len, "\"ready\":true", 12) != NULL;
-  frame_reader_free(&rd);
+  bool ready = supervisor_wait_ready(fd, now_ms() + POOL_READY_TIMEOUT_MS, &err) == 0;
   if (!ready || slot_publish(st, id, &err) < 0) {
     mcp_error_release(&err);
     fprintf(stderr, "keeper: a pre-started sandbox did not become ready\n");
@@ -297,6 +290,7 @@ int keeper_main(const struct mcp_config *cfg) {
   /* SIGTERM keeps its default action: the keeper holds no state, and a
    * half-prepared pool folder is removed by the next keeper. */
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGHUP, SIG_IGN); /* log rotation is the responders' business */
   struct store st;
   mcp_error_t err = NULL;
   if (store_open(cfg, &st, &err) < 0) {

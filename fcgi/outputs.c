@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "outputs.h"
+#include "fcgi/outputs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -9,8 +9,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "util.h"
-#include "workspace.h"
+#include "common/util.h"
+#include "sandbox/workspace.h"
 
 #define MAX_DEPTH 16
 #define MAX_ENTRIES 10000 /* entries looked at per scan */

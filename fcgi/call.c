@@ -1,11 +1,11 @@
 #include "config.h"
 
-#include "call.h"
+#include "fcgi/call.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "frame.h"
+#include "common/frame.h"
 
 /* Beyond the call's own timeout: the supervisor's grace and a sandbox start. */
 #define CALL_SLACK_MS 40000
@@ -149,27 +149,6 @@ static int exchange(const struct mcp_config *cfg, int fd, const char *json, int6
   return ret;
 }
 
-/* Ask the supervisor whether its sandbox is ready, waiting for it if not
- * (its start is bounded by the supervisor's own ready timeout). */
-static int wait_ready(int fd, mcp_error_t *err) {
-  int r = frame_write(fd, FRAME_STATUS, "{\"wait\":true}", 13);
-  if (r < 0)
-    return mcp_fail(err, MCP_ERR_SANDBOX, -r, "ask the supervisor");
-  struct frame_reader rd;
-  frame_reader_init(&rd, 4096);
-  struct frame f;
-  r = frame_read(&rd, fd, now_ms() + CALL_SLACK_MS, &f);
-  int ret = 0;
-  if (r == 1 && f.type == FRAME_ERROR) {
-    cleanup_free char *msg = xstrndup(f.payload, f.len < 300 ? f.len : 300);
-    ret = mcp_fail_public(err, MCP_ERR_SANDBOX, "%s", msg ? msg : "The sandbox failed.");
-  } else if (r != 1 || f.type != FRAME_STATUS) {
-    ret = mcp_fail(err, MCP_ERR_SANDBOX, r < 0 ? -r : EPIPE, "the supervisor did not report its sandbox");
-  }
-  frame_reader_free(&rd);
-  return ret;
-}
-
 int sandbox_call(const struct mcp_config *cfg, struct session *s, const struct call_request *req, call_event_fn ev,
                  void *opaque, struct call_result *res, mcp_error_t *err) {
   memset(res, 0, sizeof(*res));
@@ -182,7 +161,7 @@ int sandbox_call(const struct mcp_config *cfg, struct session *s, const struct c
   if (fd < 0)
     return mcp_error_wrap(err, -1, "session %s", s->id);
   /* A sandbox that is still booting holds no execution slot. */
-  if (wait_ready(fd, err) < 0)
+  if (supervisor_wait_ready(fd, now_ms() + CALL_SLACK_MS, err) < 0)
     return -1;
   /* A bounded wait for a slot: the waiters are at most the responders'
    * threads, and each gets a clear answer in the end. */

@@ -26,15 +26,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "settings.h"
+#include "common/error.h"
+#include "common/settings.h"
+#include "sandbox/client.h"
 
 #define SESSION_META "meta.json"
-#define SANDBOX_ID_FILE "sandbox"
 #define CALL_LOCK "call.lock"
-#define SUPERVISOR_LOCK "sup.lock"
-#define SUPERVISOR_SOCKET "ctl.sock"
-#define WORKSPACE_DIR "work"
 #define TOKEN_ID_MAX 64
 /* last_used is rewritten at most this often; expiry waits this much longer
  * so that a session never expires before idle_timeout after its last request. */
@@ -89,14 +86,6 @@ int slot_publish(struct store *st, const char *id, mcp_error_t *err);
  * returns the fd that holds it (close it to release), or MCP_ERR_CAPACITY. */
 int slot_acquire(const struct mcp_config *cfg, int64_t wait_ms, mcp_error_t *err);
 
-/* Start the supervisor of the folder `name` below dir_fd (double fork: it is
- * adopted by the nearest subreaper, the master). */
-int supervisor_spawn(const struct mcp_config *cfg, int dir_fd, const char *name, mcp_error_t *err);
-/* Connect to the supervisor of folder dirfd; spawn it first when none
- * listens and spawn is true.  Returns the connected fd. */
-int supervisor_connect(const struct mcp_config *cfg, int dirfd, bool spawn, int64_t wait_ms, mcp_error_t *err);
-/* Ask the supervisor of dirfd to stop its sandbox and exit; waits for it. */
-int supervisor_quit(int dirfd, int64_t wait_ms, mcp_error_t *err);
 /* Remove trash/<name> after stopping its supervisor. */
 int trash_remove(struct store *st, const char *name, mcp_error_t *err);
 

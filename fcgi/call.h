@@ -9,10 +9,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "session.h"
-#include "settings.h"
-#include "util.h"
+#include "common/error.h"
+#include "fcgi/session.h"
+#include "common/settings.h"
+#include "common/util.h"
 
 struct call_request {
   const char *code;

@@ -14,9 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "settings.h"
-#include "util.h"
+#include "common/error.h"
+#include "common/settings.h"
+#include "common/util.h"
 
 enum exec_outcome {
   OUTCOME_OK,

@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "frame.h"
+#include "common/frame.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -11,7 +11,7 @@
  * sandbox user. */
 #include "config.h"
 
-#include "npm.h"
+#include "fcgi/npm.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,9 +22,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "packages.h"
-#include "proc.h"
-#include "util.h"
+#include "fcgi/packages.h"
+#include "common/proc.h"
+#include "common/util.h"
 
 #define MAX_SPECS 32
 #define MAX_SPEC 214

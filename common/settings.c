@@ -1,7 +1,7 @@
 #include "config.h"
 
-#include "settings.h"
-#include "util.h"
+#include "common/settings.h"
+#include "common/util.h"
 
 #include <ctype.h>
 #include <errno.h>

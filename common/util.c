@@ -1,6 +1,6 @@
 #include "config.h"
 
-#include "util.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <uuid/uuid.h>
 
@@ -108,19 +107,32 @@ int write_file_atomic(int dirfd, const char *name, const void *data, size_t len,
   return 0;
 }
 
-static int remove_tree_native(int dirfd, const char *name, mcp_error_t *err);
+/* Removing a tree that sandboxed code wrote: it may be deeper than we have
+ * descriptors, hold folders without permissions, and hold symlinks.  The
+ * walk keeps two descriptors at a time: it goes down into a folder by name
+ * (O_NOFOLLOW, never into another file system), and back up through "..",
+ * checking that ".." is the folder it came from (device and inode).  Names
+ * and identities of the folders on the way down are kept on the heap. */
+struct tree_level {
+  dev_t dev;
+  ino_t ino;
+  char name[NAME_MAX + 1]; /* of this folder in its parent */
+};
 
-static int remove_children(int dfd, int depth, mcp_error_t *err) {
-  if (depth > 4096)
-    return mcp_fail(err, MCP_ERR_INTERNAL, ELOOP, "directory tree too deep");
+/* Unlink every entry of dfd that is not a folder; the first folder found
+ * is named in *sub (empty when none is left).  0 or -errno. */
+static int empty_files(int dfd, char sub[NAME_MAX + 1]) {
+  sub[0] = '\0';
   int dup_fd = dup(dfd);
   if (dup_fd < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "dup");
+    return -errno;
   cleanup_dir DIR *d = fdopendir(dup_fd);
   if (d == NULL) {
+    int e = errno;
     close(dup_fd);
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fdopendir");
+    return -e;
   }
+  rewinddir(d);
   struct dirent *de;
   while ((errno = 0, de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
@@ -128,80 +140,114 @@ static int remove_children(int dfd, int depth, mcp_error_t *err) {
     if (unlinkat(dfd, de->d_name, 0) == 0 || errno == ENOENT)
       continue;
     if (errno != EISDIR && errno != EPERM)
-      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "unlink `%s`", de->d_name);
-    /* Sandboxed code may have left folders without read, write or search
-     * permission; as the owner of the tree we may restore them first.  A
-     * symlink is never followed: unlinkat removed it above. */
-    struct stat st;
-    if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-        fchmodat(dfd, de->d_name, 0700, 0) < 0 && errno != EPERM)
-      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", de->d_name);
-    cleanup_close int child = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (child < 0) {
-      if (errno == ENOENT)
-        continue;
-      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", de->d_name);
-    }
-    if (remove_children(child, depth + 1, err) < 0)
-      return -1;
-    if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "rmdir `%s`", de->d_name);
+      return -errno;
+    snprintf(sub, NAME_MAX + 1, "%s", de->d_name);
+    return 0;
   }
-  if (errno != 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "readdir");
-  return 0;
+  return errno != 0 ? -errno : 0;
 }
 
-/* Trees deeper than our fds allow: rm(1) walks them without a descriptor
- * per level and never follows symlinks or crosses mounts. */
-static int remove_with_rm(int dirfd, const char *name, mcp_error_t *err) {
-  char link[64], path[PATH_MAX];
-  snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
-  ssize_t n = readlink(link, path, sizeof(path) - 1);
-  if (n < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "readlink %s", link);
-  path[n] = '\0';
-  if (snprintf(path + n, sizeof(path) - (size_t)n, "/%s", name) >= (int)(sizeof(path) - (size_t)n))
-    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "remove `%s`", name);
-  pid_t pid = fork();
-  if (pid < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "fork");
-  if (pid == 0) {
-    const char *argv[] = {"/bin/rm", "-rf", "--one-file-system", "--", path, NULL};
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
+/* Open the folder `name` below dfd to descend into it, restoring its
+ * permissions first (as the owner of the tree we may).  -EXDEV for a
+ * mount point. */
+static int open_sub(int dfd, const char *name, const struct stat *top, struct stat *st) {
+  if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+    return -errno;
+  if (!S_ISDIR(st->st_mode))
+    return -ENOTDIR;
+  if (st->st_dev != top->st_dev)
+    return -EXDEV;
+  if (fchmodat(dfd, name, 0700, 0) < 0 && errno != EPERM)
+    return -errno;
+  int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return fd < 0 ? -errno : fd;
+}
+
+/* Back to the parent of cur, which must be levels[depth - 1]'s parent. */
+static int climb(int cur, const struct tree_level *parent) {
+  int fd = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  struct stat st;
+  if (fstat(fd, &st) < 0 || st.st_dev != parent->dev || st.st_ino != parent->ino) {
+    close(fd);
+    return -ESTALE; /* the tree moved under us */
   }
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-    ;
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "rm -rf `%s` failed", name);
+  return fd;
+}
+
+static int remove_walk(int top_fd, const struct stat *top, mcp_error_t *err) {
+  size_t cap = 16, depth = 0;
+  cleanup_free struct tree_level *levels = calloc(cap, sizeof(*levels));
+  if (levels == NULL)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "remove a tree");
+  levels[0].dev = top->st_dev;
+  levels[0].ino = top->st_ino;
+  int cur = dup(top_fd);
+  if (cur < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "dup");
+  int r = 0;
+  for (;;) {
+    char sub[NAME_MAX + 1];
+    if ((r = empty_files(cur, sub)) < 0)
+      break;
+    if (sub[0] != '\0') { /* down */
+      struct stat st;
+      if (depth + 2 > cap) {
+        struct tree_level *n = realloc(levels, 2 * cap * sizeof(*levels));
+        if (n == NULL) {
+          r = -ENOMEM;
+          break;
+        }
+        levels = n;
+        cap *= 2;
+      }
+      int child = open_sub(cur, sub, top, &st);
+      if (child == -ENOENT)
+        continue;
+      if ((r = child) < 0)
+        break;
+      close(cur);
+      cur = child;
+      depth++;
+      levels[depth].dev = st.st_dev;
+      levels[depth].ino = st.st_ino;
+      snprintf(levels[depth].name, sizeof(levels[depth].name), "%s", sub);
+      continue;
+    }
+    if (depth == 0)
+      break; /* the top folder is empty */
+    int parent = climb(cur, &levels[depth - 1]); /* up: this folder is empty */
+    if ((r = parent) < 0)
+      break;
+    close(cur);
+    cur = parent;
+    if (unlinkat(cur, levels[depth].name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+      r = -errno;
+      break;
+    }
+    depth--;
+  }
+  close(cur);
+  if (r < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, -r, "remove a tree (at depth %zu)", depth);
   return 0;
 }
 
 int remove_tree_at(int dirfd, const char *name, mcp_error_t *err) {
   if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
     return 0;
-  mcp_error_t mine = NULL;
-  if (remove_tree_native(dirfd, name, &mine) == 0)
-    return 0;
-  if (mine->errno_value != EMFILE && mine->errno_value != ELOOP && mine->errno_value != ENFILE) {
-    *err = mine; /* a real failure, reported as such */
-    return -1;
-  }
-  mcp_error_release(&mine);
-  return remove_with_rm(dirfd, name, err);
-}
-
-static int remove_tree_native(int dirfd, const char *name, mcp_error_t *err) {
   cleanup_close int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT)
       return 0;
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", name);
   }
+  struct stat top;
+  if (fstat(fd, &top) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "stat `%s`", name);
   fchmod(fd, 0700);
-  if (remove_children(fd, 0, err) < 0)
+  if (remove_walk(fd, &top, err) < 0)
     return mcp_error_wrap(err, -1, "remove `%s`", name);
   if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "rmdir `%s`", name);
@@ -270,6 +316,19 @@ bool is_hex32(const char *s) {
 int fd_path(char *buf, size_t size, int dirfd, const char *name) {
   int n = snprintf(buf, size, "/proc/self/fd/%d/%s", dirfd, name);
   if (n < 0 || (size_t)n >= size)
+    return -ENAMETOOLONG;
+  return 0;
+}
+
+int fd_host_path(int dirfd, const char *name, char *buf, size_t size) {
+  char link[64];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+  ssize_t n = readlink(link, buf, size - 1);
+  if (n < 0)
+    return -errno;
+  buf[n] = '\0';
+  size_t used = (size_t)n;
+  if (name != NULL && snprintf(buf + used, size - used, "/%s", name) >= (int)(size - used))
     return -ENAMETOOLONG;
   return 0;
 }
