@@ -21,11 +21,13 @@ static struct metrics *shm;
 static const double bucket_le[METRIC_BUCKETS] = {0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
 static const char *const outcome_names[OUTCOME_N] = {"ok",        "error",   "timeout", "memory",
                                                      "cancelled", "refused", "busy",    "sandbox"};
-static const char *const reject_names[REJECT_N] = {"bad_request",        "unauthorized",   "forbidden_origin",
-                                                   "session_not_found",  "method_not_allowed", "not_acceptable",
-                                                   "too_large",          "unsupported_media_type", "capacity"};
+static const char *const reject_names[REJECT_N] = {"bad_request",       "unauthorized",           "forbidden_origin",
+                                                   "session_not_found", "method_not_allowed",     "not_acceptable",
+                                                   "too_large",         "unsupported_media_type", "capacity"};
 
-struct metrics *metrics_get(void) { return shm; }
+struct metrics *metrics_get(void) {
+  return shm;
+}
 
 static int map_file(const struct mcp_config *cfg, bool create, mcp_error_t *err) {
   char path[PATH_MAX];
@@ -224,8 +226,9 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
            (unsigned long long)get(&shm->tokens[i].calls));
   line(b, "# HELP mcp_sessions_live Sessions that exist now.\n# TYPE mcp_sessions_live gauge\nmcp_sessions_live %d\n",
        count_dir(cfg, "sessions", want_session));
-  line(b, "# HELP mcp_sandboxes_ready Sandboxes started ahead of demand, ready now.\n"
-          "# TYPE mcp_sandboxes_ready gauge\nmcp_sandboxes_ready %d\n",
+  line(b,
+       "# HELP mcp_sandboxes_ready Sandboxes started ahead of demand, ready now.\n"
+       "# TYPE mcp_sandboxes_ready gauge\nmcp_sandboxes_ready %d\n",
        count_dir(cfg, "pool", want_ready));
   counter(b, "mcp_sessions_created_total", "Sessions created by initialize.", &shm->sessions_created);
   counter(b, "mcp_sessions_deleted_total", "Sessions ended by DELETE.", &shm->sessions_ended);

@@ -20,13 +20,13 @@
 
 enum exec_outcome {
   OUTCOME_OK,
-  OUTCOME_ERROR,     /* the code failed (non-zero exit) */
+  OUTCOME_ERROR, /* the code failed (non-zero exit) */
   OUTCOME_TIMEOUT,
   OUTCOME_MEMORY,
   OUTCOME_CANCELLED,
-  OUTCOME_REFUSED,   /* invalid arguments, packages that cannot be fetched */
-  OUTCOME_BUSY,      /* session busy or server at capacity */
-  OUTCOME_SANDBOX,   /* the sandbox failed */
+  OUTCOME_REFUSED, /* invalid arguments, packages that cannot be fetched */
+  OUTCOME_BUSY,    /* session busy or server at capacity */
+  OUTCOME_SANDBOX, /* the sandbox failed */
   OUTCOME_N
 };
 
@@ -59,11 +59,11 @@ struct metrics {
   _Atomic uint64_t duration_buckets[METRIC_BUCKETS + 1]; /* per bucket, the last is +Inf */
   _Atomic uint64_t duration_ms_sum;
   _Atomic uint64_t sessions_created;
-  _Atomic uint64_t sessions_ended;   /* DELETE */
+  _Atomic uint64_t sessions_ended; /* DELETE */
   _Atomic uint64_t sessions_expired;
   _Atomic uint64_t sandbox_starts;
   _Atomic uint64_t sandbox_start_failures;
-  _Atomic uint64_t sandboxes_lost;   /* stopped during a call (backstop, crash, overrun) */
+  _Atomic uint64_t sandboxes_lost; /* stopped during a call (backstop, crash, overrun) */
   _Atomic uint64_t package_installs;
   _Atomic uint64_t package_install_failures;
   _Atomic uint64_t responder_restarts;
@@ -83,11 +83,11 @@ int metrics_attach(const struct mcp_config *cfg, mcp_error_t *err);
 struct metrics *metrics_get(void);
 
 void metrics_add(_Atomic uint64_t *counter, uint64_t n);
-#define METRIC_INC(field)                                                                                       \
-  do {                                                                                                         \
-    struct metrics *m_ = metrics_get();                                                                        \
-    if (m_ != NULL)                                                                                            \
-      metrics_add(&m_->field, 1);                                                                              \
+#define METRIC_INC(field)                                                                                              \
+  do {                                                                                                                 \
+    struct metrics *m_ = metrics_get();                                                                                \
+    if (m_ != NULL)                                                                                                    \
+      metrics_add(&m_->field, 1);                                                                                      \
   } while (0)
 
 void metrics_execution(enum exec_outcome outcome, int64_t duration_ms, const char *token_id, uint64_t bytes);

@@ -220,7 +220,7 @@ int proc_start(const struct proc_opts *o, pid_t *pid, mcp_error_t *err) {
 }
 
 int run_process(const struct proc_opts *o, int *status, mcp_error_t *err) {
-  pid_t pid;
+  pid_t pid = -1;
   int cap_fd = -1;
   if (start(o, &pid, &cap_fd, err) < 0)
     return -1;

@@ -23,9 +23,12 @@ struct key {
   int64_t min, max;
 };
 
-#define STR(n) {#n, C_STR, offsetof(struct mcp_config, n), sizeof(((struct mcp_config *)0)->n), 0, 0}
-#define INT(n, lo, hi) {#n, C_INT, offsetof(struct mcp_config, n), 0, lo, hi}
-#define SIZE(n, lo, hi) {#n, C_SIZE, offsetof(struct mcp_config, n), 0, lo, hi}
+#define STR(n)                                                                                                         \
+  { #n, C_STR, offsetof(struct mcp_config, n), sizeof(((struct mcp_config *)0)->n), 0, 0 }
+#define INT(n, lo, hi)                                                                                                 \
+  { #n, C_INT, offsetof(struct mcp_config, n), 0, lo, hi }
+#define SIZE(n, lo, hi)                                                                                                \
+  { #n, C_SIZE, offsetof(struct mcp_config, n), 0, lo, hi }
 
 static const struct key keys[] = {
     STR(state_dir),
@@ -192,9 +195,8 @@ int config_set(struct mcp_config *cfg, const char *key, const char *value, mcp_e
     }
     int64_t n;
     if (parse_number(value, k->type == C_SIZE, &n) < 0 || n < k->min || n > k->max)
-      return mcp_fail_public(err, MCP_ERR_INVALID,
-                             "configuration key %s: `%s` is not a number between %lld and %lld", k->name, value,
-                             (long long)k->min, (long long)k->max);
+      return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key %s: `%s` is not a number between %lld and %lld",
+                             k->name, value, (long long)k->min, (long long)k->max);
     if (k->type == C_INT)
       *(int *)field = (int)n;
     else
@@ -241,8 +243,7 @@ static int load_file(struct mcp_config *cfg, const char *path, bool must_exist, 
 static int validate(struct mcp_config *cfg, mcp_error_t *err) {
   if (cfg->state_dir[0] != '/')
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir must be an absolute path");
-  if (cfg->fcgi_socket[0] == '\0' &&
-      config_path(cfg, cfg->fcgi_socket, sizeof(cfg->fcgi_socket), "sock/fcgi.sock") < 0)
+  if (cfg->fcgi_socket[0] == '\0' && config_path(cfg, cfg->fcgi_socket, sizeof(cfg->fcgi_socket), "sock/fcgi.sock") < 0)
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir is too long");
   if (strcmp(cfg->backend, "runsc") != 0 && strcmp(cfg->backend, "direct") != 0)
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key backend must be runsc or direct");
@@ -270,7 +271,8 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
     snprintf(cfg->cgroup_parent, sizeof(cfg->cgroup_parent), "mcp-sandbox-%08x", h);
   }
   if (strchr(cfg->cgroup_parent, '.') != NULL || cfg->cgroup_parent[0] == '/')
-    return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key cgroup_parent must be a relative name without dots");
+    return mcp_fail_public(err, MCP_ERR_INVALID,
+                           "configuration key cgroup_parent must be a relative name without dots");
   if (cfg->max_concurrent == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->max_concurrent = (int)(n > 0 ? 4 * n : 4);

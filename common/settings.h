@@ -42,15 +42,15 @@ struct mcp_config {
   int busy_wait;              /* seconds a call waits for a busy session */
   int pool_size;              /* sandboxes started ahead of demand */
   int max_sessions;
-  int max_concurrent;         /* executions at once across the server; 0 = 4 x cores */
-  int capacity_wait;          /* seconds a call waits for a free execution slot */
-  int cpu_limit;              /* CPU seconds per call */
-  int nproc_limit;            /* processes/threads of the sandbox user */
+  int max_concurrent; /* executions at once across the server; 0 = 4 x cores */
+  int capacity_wait;  /* seconds a call waits for a free execution slot */
+  int cpu_limit;      /* CPU seconds per call */
+  int nproc_limit;    /* processes/threads of the sandbox user */
   int nofile_limit;
   int sandbox_uid;
   int sandbox_gid;
-  int sandbox_pids;           /* pids backstop of one sandbox (cgroup) */
-  int sandboxes_pids;         /* pids of all sandboxes together (cgroup) */
+  int sandbox_pids;          /* pids backstop of one sandbox (cgroup) */
+  int sandboxes_pids;        /* pids of all sandboxes together (cgroup) */
   uint64_t max_body;         /* request body bytes */
   uint64_t output_limit;     /* bytes of stdout, and of stderr, returned per call */
   uint64_t memory_limit;     /* address space per call */

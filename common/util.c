@@ -177,15 +177,17 @@ static int climb(int cur, const struct tree_level *parent) {
 }
 
 static int remove_walk(int top_fd, const struct stat *top, mcp_error_t *err) {
-  size_t cap = 16, depth = 0;
-  cleanup_free struct tree_level *levels = calloc(cap, sizeof(*levels));
-  if (levels == NULL)
-    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "remove a tree");
-  levels[0].dev = top->st_dev;
-  levels[0].ino = top->st_ino;
   int cur = dup(top_fd);
   if (cur < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "dup");
+  size_t cap = 16, depth = 0;
+  cleanup_free struct tree_level *levels = calloc(cap, sizeof(*levels));
+  if (levels == NULL) {
+    close(cur);
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "remove a tree");
+  }
+  levels[0].dev = top->st_dev;
+  levels[0].ino = top->st_ino;
   int r = 0;
   for (;;) {
     char sub[NAME_MAX + 1];
@@ -216,7 +218,7 @@ static int remove_walk(int top_fd, const struct stat *top, mcp_error_t *err) {
       continue;
     }
     if (depth == 0)
-      break; /* the top folder is empty */
+      break;                                     /* the top folder is empty */
     int parent = climb(cur, &levels[depth - 1]); /* up: this folder is empty */
     if ((r = parent) < 0)
       break;

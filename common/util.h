@@ -103,7 +103,7 @@ size_t base64_decoded_max(size_t len);
 
 /* Whole-file open-file-description locks (F_OFD_*): released when the fd
  * closes, and testable without taking them, unlike flock. */
-int lock_try(int fd);          /* 0, or -EWOULDBLOCK when held elsewhere */
+int lock_try(int fd); /* 0, or -EWOULDBLOCK when held elsewhere */
 bool lock_held_elsewhere(int fd);
 
 /* Bounded byte buffer for data that arrives from a client or a sandbox. */

@@ -13,7 +13,7 @@
 
 struct audit_entry {
   const char *tool;
-  const char *code;            /* hashed, never written */
+  const char *code; /* hashed, never written */
   const cJSON *packages;
   const struct call_result *res; /* NULL when the call did not run */
   enum exec_outcome outcome;

@@ -129,8 +129,8 @@ static int exchange(const struct mcp_config *cfg, int fd, const char *json, int6
     }
     if (f.type == FRAME_STDOUT || f.type == FRAME_STDERR) {
       bool out = f.type == FRAME_STDOUT;
-      keep(out ? &res->out : &res->err, out ? &res->out_total : &res->err_total, cfg->output_limit,
-           &res->truncated, f.payload, f.len);
+      keep(out ? &res->out : &res->err, out ? &res->out_total : &res->err_total, cfg->output_limit, &res->truncated,
+           f.payload, f.len);
       if (ev != NULL)
         ev(opaque, f.type, f.payload, f.len);
     } else if (f.type == FRAME_DONE) {

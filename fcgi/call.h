@@ -16,8 +16,8 @@
 
 struct call_request {
   const char *code;
-  const cJSON *env;   /* object of strings, already validated; may be NULL */
-  const cJSON *files; /* [{path, text|base64}], already validated; may be NULL */
+  const cJSON *env;      /* object of strings, already validated; may be NULL */
+  const cJSON *files;    /* [{path, text|base64}], already validated; may be NULL */
   const cJSON *packages; /* requirement strings, validated and downloaded; may be NULL */
   const char *rpc_id;    /* the JSON-RPC id (as JSON text): notifications/cancelled names it */
   const char *language;  /* "python" (NULL) or "javascript" */
@@ -26,24 +26,24 @@ struct call_request {
 };
 
 struct call_result {
-  struct buf out, err;     /* at most output_limit bytes each */
+  struct buf out, err; /* at most output_limit bytes each */
   uint64_t out_total, err_total;
   int exit_code;
   bool timed_out;
   bool cancelled;
   bool truncated;
-  bool memory_error;       /* the code raised MemoryError */
-  bool cpu_exceeded;       /* killed by the CPU time limit */
-  bool workspace_full;     /* /work had no room left when the call ended */
-  bool input_error;        /* the input files could not be written: the code did not run */
-  bool install_error;      /* the packages could not be installed: the code did not run */
-  bool sandbox_lost;       /* the sandbox stopped during the call */
-  bool memory_exceeded;    /* ... because the sandbox's memory backstop was hit */
+  bool memory_error;    /* the code raised MemoryError */
+  bool cpu_exceeded;    /* killed by the CPU time limit */
+  bool workspace_full;  /* /work had no room left when the call ended */
+  bool input_error;     /* the input files could not be written: the code did not run */
+  bool install_error;   /* the packages could not be installed: the code did not run */
+  bool sandbox_lost;    /* the sandbox stopped during the call */
+  bool memory_exceeded; /* ... because the sandbox's memory backstop was hit */
   int64_t duration_ms;
   int64_t cpu_ms;
   int64_t max_rss_kb;
-  int timeout_s;           /* the limit the call ran with */
-  uint64_t files_bytes;    /* output file bytes returned with it */
+  int timeout_s;        /* the limit the call ran with */
+  uint64_t files_bytes; /* output file bytes returned with it */
 };
 
 /* Called for each stdout ('O') or stderr ('E') chunk as it arrives, and

@@ -66,7 +66,8 @@ int files_validate(const struct mcp_config *cfg, const cJSON *files, char *msg, 
     const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(f, "base64");
     if (!cJSON_IsObject(f) || !cJSON_IsString(path) || cJSON_GetArraySize(f) != 2 ||
         (cJSON_IsString(text) == cJSON_IsString(b64))) {
-      snprintf(msg, size, "files[%d] must be {\"path\": string, \"text\": string} or {\"path\": string, \"base64\": string}",
+      snprintf(msg, size,
+               "files[%d] must be {\"path\": string, \"text\": string} or {\"path\": string, \"base64\": string}",
                count - 1);
       return -1;
     }

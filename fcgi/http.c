@@ -63,12 +63,12 @@ bool http_accepts(const char *accept, const char *type) {
     const char *range = p;
     size_t rl = semi ? (size_t)(semi - p) : len;
     trim_span(&range, &rl);
-    int spec = span_eq(range, rl, type) ? 3
-               : (rl == major + 2 && strncasecmp(range, type, major) == 0 && range[major] == '/' &&
-                  range[major + 1] == '*')
-                   ? 2
-               : span_eq(range, rl, "*/*") ? 1
-                                           : 0;
+    int spec =
+        span_eq(range, rl, type) ? 3
+        : (rl == major + 2 && strncasecmp(range, type, major) == 0 && range[major] == '/' && range[major + 1] == '*')
+            ? 2
+        : span_eq(range, rl, "*/*") ? 1
+                                    : 0;
     if (spec > best) {
       best = spec;
       best_ok = !(semi && q_zero(semi + 1, len - (size_t)(semi - p) - 1));

@@ -22,7 +22,7 @@ struct http_request {
   const char *endpoint;         /* MCP_ENDPOINT: "metrics" or "healthz" from their nginx locations */
   const char *body;
   size_t body_len;
-  bool body_too_large;          /* more than max_body bytes were sent */
+  bool body_too_large; /* more than max_body bytes were sent */
 };
 
 /* Where response bytes go: the FastCGI stream, or a buffer in tests. */

@@ -115,8 +115,7 @@ static int open_socket(struct master *m) {
       chmod(dir, 0750);
   } else {
     chmod(path, 0666);
-    fprintf(stderr, "mcp-server: group %s not found; the socket is open to every local user\n",
-            m->cfg.socket_group);
+    fprintf(stderr, "mcp-server: group %s not found; the socket is open to every local user\n", m->cfg.socket_group);
   }
   m->listen_fd = fd;
   return 0;
@@ -286,8 +285,8 @@ int main(int argc, char **argv) {
   m.keeper = spawn(&m, true);
   for (int i = 0; i < m.cfg.responders; i++)
     m.responders[i] = spawn(&m, false);
-  fprintf(stderr, "mcp-server: %d responders on %s, state in %s, backend %s\n", m.cfg.responders,
-          m.cfg.fcgi_socket, m.cfg.state_dir, m.cfg.backend);
+  fprintf(stderr, "mcp-server: %d responders on %s, state in %s, backend %s\n", m.cfg.responders, m.cfg.fcgi_socket,
+          m.cfg.state_dir, m.cfg.backend);
   sigset_t block, old;
   sigemptyset(&block);
   sigaddset(&block, SIGCHLD);

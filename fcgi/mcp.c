@@ -50,7 +50,8 @@ static int send_json(struct http_sink *sink, int status, cJSON *body, const char
     headers[0] = hdr;
   }
   if (text == NULL) {
-    static const char oom[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Internal error\"}}";
+    static const char oom[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Internal error\"}}";
     return http_send(sink, 500, "application/json", NULL, oom, sizeof(oom) - 1);
   }
   return http_send(sink, status, "application/json", headers, text, strlen(text));
@@ -275,11 +276,10 @@ static cJSON *parse_body(const struct http_request *req, struct http_sink *sink)
 }
 
 /* Look up the session a non-initialize message names; sends 400/404. */
-static int open_session(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink,
-                        const cJSON *id, struct session *s) {
+static int open_session(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink, const cJSON *id,
+                        struct session *s) {
   if (req->session_id == NULL || *req->session_id == '\0')
-    return send_rpc_error(sink, 400, id, RPC_INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"),
-           -1;
+    return send_rpc_error(sink, 400, id, RPC_INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"), -1;
   if (req->protocol_version != NULL && !mcp_version_supported(req->protocol_version)) {
     char msg[200];
     snprintf(msg, sizeof(msg), "Bad Request: unsupported MCP-Protocol-Version; supported: %s, %s, %s", versions[0],
@@ -320,8 +320,7 @@ static int finish_call(struct rpc_call *c, bool streamed) {
   if (streamed)
     return 0;
   if (c->result == NULL)
-    return send_rpc_error(c->sink, c->http_status ? c->http_status : 200, c->id, c->error_code,
-                          c->error_message);
+    return send_rpc_error(c->sink, c->http_status ? c->http_status : 200, c->id, c->error_code, c->error_message);
   cleanup_cjson cJSON *o = rpc_envelope(c->id);
   if (o == NULL)
     return send_json(c->sink, 500, NULL, NULL);
@@ -348,7 +347,11 @@ static int handle_request(struct mcp_ctx *ctx, const struct http_request *req, s
                           "Invalid Request: id must be a string (at most 256 bytes) or an integer");
   if (params != NULL && !cJSON_IsObject(params) && !cJSON_IsNull(params))
     return send_rpc_error(sink, 200, id, RPC_INVALID_PARAMS, "Invalid params: params must be an object");
-  struct rpc_call c = {.ctx = ctx, .http = req, .sink = sink, .id = id, .method = method->valuestring,
+  struct rpc_call c = {.ctx = ctx,
+                       .http = req,
+                       .sink = sink,
+                       .id = id,
+                       .method = method->valuestring,
                        .params = cJSON_IsNull(params) ? NULL : params};
   struct session s = {.dirfd = -1, .lock_fd = -1};
   if (strcmp(c.method, "initialize") != 0) {
@@ -384,8 +387,8 @@ static int handle_post(struct mcp_ctx *ctx, const struct http_request *req, stru
     return send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST, "Invalid Request: method must be a string");
   if (method != NULL && has_id)
     return handle_request(ctx, req, sink, msg);
-  bool is_response = method == NULL && has_id &&
-                     (cJSON_HasObjectItem(msg, "result") || cJSON_HasObjectItem(msg, "error"));
+  bool is_response =
+      method == NULL && has_id && (cJSON_HasObjectItem(msg, "result") || cJSON_HasObjectItem(msg, "error"));
   if (method == NULL && !is_response)
     return send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST,
                           "Invalid Request: not a JSON-RPC request, notification or response");
@@ -420,7 +423,8 @@ static int handle_delete(struct mcp_ctx *ctx, const struct http_request *req, st
 static int handle_get(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
   (void)ctx;
   if (!http_accepts(req->accept, "text/event-stream"))
-    return send_rpc_error(sink, 406, NULL, RPC_INVALID_REQUEST, "Not Acceptable: Accept must include text/event-stream");
+    return send_rpc_error(sink, 406, NULL, RPC_INVALID_REQUEST,
+                          "Not Acceptable: Accept must include text/event-stream");
   /* No server-initiated messages exist in this server: every notification
    * belongs to a request and travels on that request's stream. */
   static const char *const allow[] = {"Allow: POST, DELETE", NULL};
@@ -444,7 +448,8 @@ static int serve_endpoint(struct mcp_ctx *ctx, const struct http_request *req, s
     const char *reason = "ok";
     int r = metrics_health(ctx->cfg, &reason);
     char body[160];
-    int n = snprintf(body, sizeof(body), "{\"status\":\"%s\",\"reason\":\"%s\"}\n", r == 0 ? "ok" : "unavailable", reason);
+    int n =
+        snprintf(body, sizeof(body), "{\"status\":\"%s\",\"reason\":\"%s\"}\n", r == 0 ? "ok" : "unavailable", reason);
     return http_send(sink, r == 0 ? 200 : 503, "application/json", NULL, body, (size_t)n);
   }
   return http_send(sink, 404, "application/json", NULL, "{\"error\":\"not_found\"}\n", 22);

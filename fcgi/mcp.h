@@ -31,15 +31,15 @@ struct rpc_call {
   struct mcp_ctx *ctx;
   const struct http_request *http;
   struct http_sink *sink;
-  struct session *session;   /* NULL for initialize */
+  struct session *session; /* NULL for initialize */
   const cJSON *id;
   const char *method;
-  const cJSON *params;       /* NULL when absent */
-  cJSON *result;             /* set by a handler on success */
-  int error_code;            /* set by a handler on failure */
+  const cJSON *params; /* NULL when absent */
+  cJSON *result;       /* set by a handler on success */
+  int error_code;      /* set by a handler on failure */
   char error_message[256];
-  int http_status;           /* for errors; 200 by default */
-  char new_session[37];      /* initialize: the id to announce */
+  int http_status;      /* for errors; 200 by default */
+  char new_session[37]; /* initialize: the id to announce */
 };
 
 typedef int (*rpc_handler)(struct rpc_call *c);

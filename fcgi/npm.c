@@ -51,8 +51,9 @@ int npm_spec_check(const char *spec, char *why, size_t size) {
     return -1;
   }
   if (strpbrk(spec, ":\\#") != NULL || strstr(spec, "..") != NULL) {
-    snprintf(why, size, "URLs, git and file specs and aliases are not accepted; give a name and version, e.g. "
-                        "lodash@4");
+    snprintf(why, size,
+             "URLs, git and file specs and aliases are not accepted; give a name and version, e.g. "
+             "lodash@4");
     return -1;
   }
   const char *p = spec;
@@ -121,13 +122,27 @@ static int run_as(const struct mcp_config *cfg, const struct passwd *pw, const c
   /* No host npm configuration: an absent user file and an empty global one
    * (npm refuses the same file for both). */
   snprintf(user, sizeof(user), "NPM_CONFIG_USERCONFIG=%s/.npmrc-none", home);
-  const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", h, user,
-                        "NPM_CONFIG_GLOBALCONFIG=/dev/null", "NPM_CONFIG_UPDATE_NOTIFIER=false",
-                        "NPM_CONFIG_FUND=false", "NPM_CONFIG_AUDIT=false", NULL};
-  struct proc_opts o = {.argv = argv, .envp = envp, .stdin_fd = -1, .stderr_fd = -1, .capture = out,
-                        .capture_max = 1 << 20, .capture_stderr = true,
-                        .timeout_ms = (int64_t)cfg->package_timeout * 1000, .cwd = home,
-                        .set_ids = pw != NULL, .uid = pw ? pw->pw_uid : 0, .gid = pw ? pw->pw_gid : 0};
+  const char *envp[] = {"PATH=/usr/bin:/bin",
+                        "LANG=C.UTF-8",
+                        h,
+                        user,
+                        "NPM_CONFIG_GLOBALCONFIG=/dev/null",
+                        "NPM_CONFIG_UPDATE_NOTIFIER=false",
+                        "NPM_CONFIG_FUND=false",
+                        "NPM_CONFIG_AUDIT=false",
+                        NULL};
+  struct proc_opts o = {.argv = argv,
+                        .envp = envp,
+                        .stdin_fd = -1,
+                        .stderr_fd = -1,
+                        .capture = out,
+                        .capture_max = 1 << 20,
+                        .capture_stderr = true,
+                        .timeout_ms = (int64_t)cfg->package_timeout * 1000,
+                        .cwd = home,
+                        .set_ids = pw != NULL,
+                        .uid = pw ? pw->pw_uid : 0,
+                        .gid = pw ? pw->pw_gid : 0};
   int st = 0;
   if (run_process(&o, &st, err) < 0)
     return -1;
@@ -151,9 +166,10 @@ int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33]
   snprintf(tmp, sizeof(tmp), "%s/.stage-%.16s", root, rnd);
   if (mkdir(tmp, 0700) < 0 || chown(tmp, pw->pw_uid, pw->pw_gid) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "make the staging folder");
-  const char *argv[16 + MAX_SPECS] = {"/usr/bin/npm", "install", "--ignore-scripts", "--no-audit", "--no-fund",
-                                      "--no-package-lock", "--no-save", "--omit=dev", "--prefix", tmp,
-                                      "--registry", cfg->npm_registry, "--cache", ".npm-cache"};
+  const char *argv[16 + MAX_SPECS] = {
+      "/usr/bin/npm",      "install",         "--ignore-scripts", "--no-audit", "--no-fund",
+      "--no-package-lock", "--no-save",       "--omit=dev",       "--prefix",   tmp,
+      "--registry",        cfg->npm_registry, "--cache",          ".npm-cache"};
   int n = 14;
   argv[n++] = "--";
   const cJSON *p;
@@ -177,8 +193,7 @@ int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33]
     const char *rm_argv[] = {"/bin/rm", "-rf", "--one-file-system", "--", cache, NULL};
     cleanup_buf struct buf ignored = {0};
     if (run_as(cfg, NULL, rm_argv, "/", &ignored, err) != 0 || run_as(cfg, NULL, chown_argv, "/", &ignored, err) != 0 ||
-        chmod(tmp, 0755) < 0 ||
-        (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) < 0 && errno != EEXIST)) {
+        chmod(tmp, 0755) < 0 || (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) < 0 && errno != EEXIST)) {
       if (err == NULL || *err == NULL)
         mcp_fail(err, MCP_ERR_INTERNAL, errno, "publish the packages");
       r = -1;

@@ -89,10 +89,12 @@ const char *mime_detect(const unsigned char *d, size_t len, const char *name) {
   if (looks_svg(d, len))
     return "image/svg+xml";
   static const char *const by_ext[][2] = {
-      {"csv", "text/csv"},       {"tsv", "text/tab-separated-values"}, {"json", "application/json"},
-      {"html", "text/html"},     {"htm", "text/html"},                 {"md", "text/markdown"},
-      {"xml", "application/xml"}, {"py", "text/x-python"},             {"js", "text/javascript"},
-      {"css", "text/css"},       {"yaml", "application/yaml"},         {"yml", "application/yaml"},
+      {"csv", "text/csv"},          {"tsv", "text/tab-separated-values"},
+      {"json", "application/json"}, {"html", "text/html"},
+      {"htm", "text/html"},         {"md", "text/markdown"},
+      {"xml", "application/xml"},   {"py", "text/x-python"},
+      {"js", "text/javascript"},    {"css", "text/css"},
+      {"yaml", "application/yaml"}, {"yml", "application/yaml"},
   };
   for (size_t i = 0; i < ARRAY_SIZE(by_ext); i++)
     if (strcasecmp(e, by_ext[i][0]) == 0)
@@ -281,8 +283,7 @@ static int consider(struct scan *s, int dirfd, const char *name, const char *pat
   if (f.path == NULL)
     return -ENOMEM;
   bool fits = (uint64_t)st->st_size <= s->lim->file_max &&
-              s->inlined_bytes + (uint64_t)st->st_size <= s->lim->total_max &&
-              (int)s->out->n < s->lim->count_max;
+              s->inlined_bytes + (uint64_t)st->st_size <= s->lim->total_max && (int)s->out->n < s->lim->count_max;
   size_t want = fits ? (size_t)st->st_size : (st->st_size < SNIFF ? (size_t)st->st_size : SNIFF);
   int r = read_file(dirfd, name, st, want, &f);
   if (r < 0) {

@@ -23,11 +23,11 @@
 #define OUTPUTS_MANIFEST "outputs.manifest"
 
 struct out_file {
-  char *path;          /* relative to output/, '/'-separated */
+  char *path; /* relative to output/, '/'-separated */
   uint64_t size;
   char mime[80];
-  bool inlined;        /* data holds the whole content */
-  const char *reason;  /* why it is not inlined (or skipped), else NULL */
+  bool inlined;       /* data holds the whole content */
+  const char *reason; /* why it is not inlined (or skipped), else NULL */
   unsigned char *data;
   size_t len;
 };
@@ -37,13 +37,13 @@ struct out_list {
   size_t n;
   struct out_file *skipped; /* links, FIFOs, ... (path and reason only) */
   size_t n_skipped;
-  bool more;              /* the scan stopped at a limit */
+  bool more; /* the scan stopped at a limit */
 };
 
 struct out_limits {
-  uint64_t file_max;   /* largest file inlined */
-  uint64_t total_max;  /* bytes inlined per call */
-  int count_max;       /* files returned per call */
+  uint64_t file_max;  /* largest file inlined */
+  uint64_t total_max; /* bytes inlined per call */
+  int count_max;      /* files returned per call */
 };
 
 /* Scan <session>/work/output, compare with and update the manifest. */

@@ -78,8 +78,9 @@ int package_check(const char *req, char *why, size_t size) {
     return -1;
   }
   if (strpbrk(p, "/\\:@;") != NULL) {
-    snprintf(why, size, "paths, URLs and environment markers are not accepted; give a name and version, e.g. "
-                        "requests>=2.31");
+    snprintf(why, size,
+             "paths, URLs and environment markers are not accepted; give a name and version, e.g. "
+             "requests>=2.31");
     return -1;
   }
   if ((p = scan_name(p)) == NULL) {
@@ -207,8 +208,7 @@ void package_tool_words(const struct buf *out, const char *hide, char *msg, size
   snprintf(msg, size, "%s", tail);
 }
 
-int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, char *msg, size_t size,
-                   mcp_error_t *err) {
+int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, char *msg, size_t size, mcp_error_t *err) {
   struct passwd pwbuf, *pw = NULL;
   char pwtext[1024];
   if (getpwnam_r(cfg->package_user, &pwbuf, pwtext, sizeof(pwtext), &pw) != 0)
@@ -228,10 +228,22 @@ int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, char *ms
   if (mkdirat(wfd, tmp, 0700) < 0 || fchownat(wfd, tmp, pw->pw_uid, pw->pw_gid, AT_SYMLINK_NOFOLLOW) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "make the download folder");
 
-  const char *argv[16 + MAX_PACKAGES] = {cfg->python, "-m", "pip", "download", "--only-binary=:all:",
-                                         "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
-                                         "--no-cache-dir", "--dest", tmp_path, "--index-url", cfg->package_index,
-                                         "--find-links", wheels};
+  const char *argv[16 + MAX_PACKAGES] = {cfg->python,
+                                         "-m",
+                                         "pip",
+                                         "download",
+                                         "--only-binary=:all:",
+                                         "--disable-pip-version-check",
+                                         "--no-input",
+                                         "--progress-bar",
+                                         "off",
+                                         "--no-cache-dir",
+                                         "--dest",
+                                         tmp_path,
+                                         "--index-url",
+                                         cfg->package_index,
+                                         "--find-links",
+                                         wheels};
   int n = 16;
   argv[n++] = "--";
   const cJSON *p;
@@ -244,9 +256,18 @@ int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, char *ms
   snprintf(home, sizeof(home), "HOME=%s", tmp_path);
   const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", home, "PIP_CONFIG_FILE=/dev/null", NULL};
   cleanup_buf struct buf out = {0};
-  struct proc_opts o = {.argv = argv, .envp = envp, .stdin_fd = -1, .stderr_fd = -1, .capture = &out, .capture_stderr = true,
-                        .capture_max = 1 << 20, .timeout_ms = (int64_t)cfg->package_timeout * 1000,
-                        .cwd = tmp_path, .set_ids = true, .uid = pw->pw_uid, .gid = pw->pw_gid};
+  struct proc_opts o = {.argv = argv,
+                        .envp = envp,
+                        .stdin_fd = -1,
+                        .stderr_fd = -1,
+                        .capture = &out,
+                        .capture_stderr = true,
+                        .capture_max = 1 << 20,
+                        .timeout_ms = (int64_t)cfg->package_timeout * 1000,
+                        .cwd = tmp_path,
+                        .set_ids = true,
+                        .uid = pw->pw_uid,
+                        .gid = pw->pw_gid};
   int st = 0;
   int ret = run_process(&o, &st, err);
   if (ret == 0 && st != 0) {

@@ -101,7 +101,8 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r) {
   const char *endpoint = FCGX_GetParam("MCP_ENDPOINT", r->envp);
   bool authorized = (token != NULL && *token != '\0') || (endpoint != NULL && *endpoint != '\0');
   if (authorized && read_body(r, cfg, &body, &too_large) < 0) {
-    static const char oom[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Internal error\"}}";
+    static const char oom[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Internal error\"}}";
     http_send(&sink, 500, "application/json", NULL, oom, sizeof(oom) - 1);
     return;
   }

@@ -68,8 +68,7 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
     buf_append(b, line, strlen(line));
   }
   if (res->cpu_exceeded) {
-    snprintf(line, sizeof(line), "%sThe code used up its CPU time limit of %d s.", b->len ? " " : "",
-             cfg->cpu_limit);
+    snprintf(line, sizeof(line), "%sThe code used up its CPU time limit of %d s.", b->len ? " " : "", cfg->cpu_limit);
     buf_append(b, line, strlen(line));
   }
   if (res->install_error) {
@@ -83,7 +82,8 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
     buf_append(b, line, strlen(line));
   }
   if (res->workspace_full) {
-    snprintf(line, sizeof(line), "%sThe workspace /work is full (quota %llu MiB per session); delete files to make room.",
+    snprintf(line, sizeof(line),
+             "%sThe workspace /work is full (quota %llu MiB per session); delete files to make room.",
              b->len ? " " : "", (unsigned long long)(cfg->workspace_quota >> 20));
     buf_append(b, line, strlen(line));
   }
@@ -124,8 +124,7 @@ cJSON *python_result(const struct mcp_config *cfg, const struct call_result *res
   if (notes.len > 0)
     add_text(content, notes.data);
   cJSON_AddItemToObject(r, "structuredContent", sc);
-  cJSON_AddBoolToObject(r, "isError",
-                        res->exit_code != 0 || res->timed_out || res->cancelled || res->sandbox_lost);
+  cJSON_AddBoolToObject(r, "isError", res->exit_code != 0 || res->timed_out || res->cancelled || res->sandbox_lost);
   return r;
 }
 
@@ -155,4 +154,3 @@ uint64_t results_add_outputs(struct rpc_call *c) {
     cJSON_ReplaceItemInObject(first, "text", cJSON_CreateString(text));
   return bytes;
 }
-

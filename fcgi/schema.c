@@ -54,8 +54,8 @@ static cJSON *input_schema(const struct mcp_config *cfg, enum tool_lang lang) {
   cJSON_AddStringToObject(cJSON_AddObjectToObject(pk, "items"), "type", "string");
   cJSON *env = prop(props, "env_variables", "object", "Environment variables for this call only.");
   cJSON_AddStringToObject(cJSON_AddObjectToObject(env, "additionalProperties"), "type", "string");
-  cJSON *files = prop(props, "files", "array",
-                      "Files to write into the workspace before the code runs, paths relative to /work.");
+  cJSON *files =
+      prop(props, "files", "array", "Files to write into the workspace before the code runs, paths relative to /work.");
   cJSON *fi = cJSON_AddObjectToObject(files, "items");
   cJSON_AddStringToObject(fi, "type", "object");
   cJSON *fp = cJSON_AddObjectToObject(fi, "properties");
@@ -105,8 +105,8 @@ static cJSON *output_schema(void) {
   prop(props, "sandbox_restarted", "boolean",
        "The sandbox was stopped during the call and restarts for the next call; files in /work are kept.");
   cJSON *req = cJSON_AddArrayToObject(s, "required");
-  static const char *const required[] = {"stdout",    "stderr",          "exit_code",    "timed_out",
-                                         "duration_ms", "truncated", "memory_exceeded", "cpu_exceeded",
+  static const char *const required[] = {"stdout",         "stderr",           "exit_code",       "timed_out",
+                                         "duration_ms",    "truncated",        "memory_exceeded", "cpu_exceeded",
                                          "workspace_full", "sandbox_restarted"};
   for (size_t i = 0; i < ARRAY_SIZE(required); i++)
     cJSON_AddItemToArray(req, cJSON_CreateString(required[i]));

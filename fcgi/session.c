@@ -77,8 +77,7 @@ static int write_meta(struct session *s, mcp_error_t *err) {
   if (m == NULL || !cJSON_AddNumberToObject(m, "version", 1) || !cJSON_AddStringToObject(m, "id", s->id) ||
       !cJSON_AddNumberToObject(m, "created_ms", (double)s->created_ms) ||
       !cJSON_AddNumberToObject(m, "last_used_ms", (double)s->last_used_ms) ||
-      !cJSON_AddStringToObject(m, "token_id", s->token_id) ||
-      !cJSON_AddStringToObject(m, "sandbox_id", s->sandbox_id))
+      !cJSON_AddStringToObject(m, "token_id", s->token_id) || !cJSON_AddStringToObject(m, "sandbox_id", s->sandbox_id))
     return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "session metadata");
   cleanup_free char *text = cJSON_PrintUnformatted(m);
   if (text == NULL)

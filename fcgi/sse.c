@@ -17,9 +17,7 @@ static int put(struct sse *s, const char *data, size_t len) {
   return 0;
 }
 
-int sse_begin(struct sse *s, struct http_sink *sink, bool priming) {
-  return sse_begin_with(s, sink, priming, NULL);
-}
+int sse_begin(struct sse *s, struct http_sink *sink, bool priming) { return sse_begin_with(s, sink, priming, NULL); }
 
 int sse_begin_with(struct sse *s, struct http_sink *sink, bool priming, const char *const *extra) {
   memset(s, 0, sizeof(*s));
@@ -50,8 +48,7 @@ int sse_send(struct sse *s, const cJSON *msg) {
   char head[64];
   int n = snprintf(head, sizeof(head), "id: %s-%u\nevent: message\ndata: ", s->prefix, s->next++);
   cleanup_buf struct buf ev = {0};
-  if (buf_append(&ev, head, (size_t)n) < 0 || buf_append(&ev, json, strlen(json)) < 0 ||
-      buf_append(&ev, "\n\n", 2) < 0)
+  if (buf_append(&ev, head, (size_t)n) < 0 || buf_append(&ev, json, strlen(json)) < 0 || buf_append(&ev, "\n\n", 2) < 0)
     return -1;
   return put(s, ev.data, ev.len);
 }

@@ -31,8 +31,8 @@ int logging_set_level(struct rpc_call *c) {
                     "logging/setLevel: level must be one of debug, info, notice, warning, error, critical, alert, "
                     "emergency");
   mcp_error_t err = NULL;
-  if (write_file_atomic(c->session->dirfd, LOG_LEVEL_FILE, level->valuestring, strlen(level->valuestring), 0600,
-                        &err) < 0) {
+  if (write_file_atomic(c->session->dirfd, LOG_LEVEL_FILE, level->valuestring, strlen(level->valuestring), 0600, &err) <
+      0) {
     mcp_error_log_release(&err, "logging/setLevel");
     return rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
   }

@@ -44,8 +44,7 @@ static int parse_env(const cJSON *env, char *msg, size_t size) {
     if (++n > MAX_ENV_VARS)
       return arg_fail(msg, size, "env_variables: at most %d variables", MAX_ENV_VARS);
     if (strlen(it->string) > MAX_ENV_NAME || !env_name_valid(it->string))
-      return arg_fail(msg, size, "env_variables: `%.64s` is not a valid name ([A-Za-z_][A-Za-z0-9_]*)",
-                      it->string);
+      return arg_fail(msg, size, "env_variables: `%.64s` is not a valid name ([A-Za-z_][A-Za-z0-9_]*)", it->string);
     if (!cJSON_IsString(it))
       return arg_fail(msg, size, "env_variables: the value of %.64s must be a string", it->string);
     if (strlen(it->valuestring) > MAX_ENV_VALUE)
@@ -178,11 +177,15 @@ static int fetch_packages(struct rpc_call *c, const struct python_args *pa, char
   stage[0] = '\0';
   char sentence[1800];
   if (err->kind == MCP_ERR_INVALID && pa->lang == LANG_PYTHON)
-    snprintf(sentence, sizeof(sentence), "The packages could not be downloaded as wheels from the package index; "
-             "nothing was installed and the code did not run. pip said:\n%s", said);
+    snprintf(sentence, sizeof(sentence),
+             "The packages could not be downloaded as wheels from the package index; "
+             "nothing was installed and the code did not run. pip said:\n%s",
+             said);
   else if (err->kind == MCP_ERR_INVALID)
-    snprintf(sentence, sizeof(sentence), "The npm packages could not be installed from the registry (install "
-             "scripts never run); nothing was installed and the code did not run. npm said:\n%s", said);
+    snprintf(sentence, sizeof(sentence),
+             "The npm packages could not be installed from the registry (install "
+             "scripts never run); nothing was installed and the code did not run. npm said:\n%s",
+             said);
   else
     snprintf(sentence, sizeof(sentence), "The packages could not be fetched (internal error); the code did not run.");
   if (err->kind != MCP_ERR_INVALID)
@@ -221,8 +224,13 @@ static void account(struct rpc_call *c, const struct python_args *pa, const stru
     if (m != NULL)
       metrics_add(res->install_error ? &m->package_install_failures : &m->package_installs, 1);
   }
-  struct audit_entry e = {.tool = pa->lang == LANG_PYTHON ? "execute_python" : "execute_javascript", .code = pa->code, .packages = pa->packages, .res = res,
-                          .outcome = outcome, .duration_ms = ms, .bytes_returned = bytes};
+  struct audit_entry e = {.tool = pa->lang == LANG_PYTHON ? "execute_python" : "execute_javascript",
+                          .code = pa->code,
+                          .packages = pa->packages,
+                          .res = res,
+                          .outcome = outcome,
+                          .duration_ms = ms,
+                          .bytes_returned = bytes};
   audit_call(c, &e);
 }
 
@@ -247,11 +255,14 @@ static int run_code(struct rpc_call *c, enum tool_lang lang, const cJSON *args) 
   }
   char rpc_id[300];
   rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
-  struct call_request req = {.code = pa.code, .env = pa.env, .files = pa.files,
+  struct call_request req = {.code = pa.code,
+                             .env = pa.env,
+                             .files = pa.files,
                              .packages = lang == LANG_PYTHON ? pa.packages : NULL,
                              .language = lang == LANG_PYTHON ? "python" : "javascript",
                              .npm_stage = npm_stage[0] ? npm_stage : NULL,
-                             .rpc_id = rpc_id, .timeout_s = pa.timeout_s};
+                             .rpc_id = rpc_id,
+                             .timeout_s = pa.timeout_s};
   struct call_result res;
   mcp_error_t err = NULL;
   if (sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err) < 0) {

@@ -22,10 +22,10 @@
 
 struct sandbox_ctx {
   const struct mcp_config *cfg;
-  char id[33];             /* 32 hex: the sandbox id */
-  char container_id[40];   /* "mcp" + id: fixed length, never ambiguous for runsc */
-  char dir[PATH_MAX];      /* the session folder, as a host path */
-  pid_t pid;               /* direct backend: the executor's pid */
+  char id[33];           /* 32 hex: the sandbox id */
+  char container_id[40]; /* "mcp" + id: fixed length, never ambiguous for runsc */
+  char dir[PATH_MAX];    /* the session folder, as a host path */
+  pid_t pid;             /* direct backend: the executor's pid */
 };
 
 struct sandbox_ops {

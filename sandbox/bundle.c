@@ -14,16 +14,15 @@
  * read-only when the host has them; passwd/group/hosts are generated
  * instead so no host account names leak into the sandbox. */
 static const char *const etc_entries[] = {
-    "ld.so.cache",   /* the dynamic loader's cache */
-    "nsswitch.conf", /* getpwuid() and friends */
-    "localtime",     /* time.localtime() */
-    "ssl/certs",     /* CA certificates (libraries load them); not ssl/private */
-    "alternatives",  /* numpy's BLAS and LAPACK are reached through /etc/alternatives */
-    "python3",       /* Debian's sitecustomize */
-    "python3.11",
-    "matplotlibrc",  /* Debian moves matplotlib's rc file here */
-    "fonts",         /* fontconfig, for matplotlib text */
-    "mime.types",    /* the mimetypes module */
+    "ld.so.cache",                   /* the dynamic loader's cache */
+    "nsswitch.conf",                 /* getpwuid() and friends */
+    "localtime",                     /* time.localtime() */
+    "ssl/certs",                     /* CA certificates (libraries load them); not ssl/private */
+    "alternatives",                  /* numpy's BLAS and LAPACK are reached through /etc/alternatives */
+    "python3",                       /* Debian's sitecustomize */
+    "python3.11",    "matplotlibrc", /* Debian moves matplotlib's rc file here */
+    "fonts",                         /* fontconfig, for matplotlib text */
+    "mime.types",                    /* the mimetypes module */
 };
 
 static int add_mount(cJSON *mounts, const char *dst, const char *type, const char *src, const char *const *opts) {
@@ -282,8 +281,8 @@ int rootfs_prepare(const char *path, int uid, int gid, mcp_error_t *err) {
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", path);
   if (fchmod(root, 0755) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", path);
-  static const char *const dirs[] = {"usr", "etc",  "work", "tmp",     "dev",
-                                     "proc", "sys", "opt", "opt/mcp", "opt/mcp/wheels", "opt/mcp/npm", "root"};
+  static const char *const dirs[] = {"usr", "etc",     "work",           "tmp",         "dev", "proc", "sys",
+                                     "opt", "opt/mcp", "opt/mcp/wheels", "opt/mcp/npm", "root"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
     if (mkdir_at(root, dirs[i], 0755, err) < 0)
       return -1;

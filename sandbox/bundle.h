@@ -22,22 +22,22 @@
 #define SANDBOX_NPM "/opt/mcp/npm"
 
 struct bundle_spec {
-  const char *rootfs;         /* skeleton root (host path) */
-  const char *workspace;      /* the session's workspace (host path) */
-  const char *executor;       /* host path of executor.py */
-  const char *preload_lib;    /* host path of libmcpstatx.so, or NULL */
-  const char *wheels;         /* host path of the wheel cache, or NULL */
-  const char *npm;            /* host path of the installed npm trees, or NULL */
-  const char *python;         /* interpreter inside the sandbox */
+  const char *rootfs;          /* skeleton root (host path) */
+  const char *workspace;       /* the session's workspace (host path) */
+  const char *executor;        /* host path of executor.py */
+  const char *preload_lib;     /* host path of libmcpstatx.so, or NULL */
+  const char *wheels;          /* host path of the wheel cache, or NULL */
+  const char *npm;             /* host path of the installed npm trees, or NULL */
+  const char *python;          /* interpreter inside the sandbox */
   const char *preload_modules; /* imported by the executor before its first call */
   const char *learn_modules;   /* imported by it after a call used them */
-  const char *cgroups_path;   /* NULL: runsc runs with --ignore-cgroups */
-  uint64_t memory_backstop;   /* cgroup memory limit of the whole sandbox, 0: none */
-  int64_t pids_backstop;      /* cgroup pids limit, 0: none */
-  int uid, gid;               /* of the code; the executor itself runs as in-sandbox root */
+  const char *cgroups_path;    /* NULL: runsc runs with --ignore-cgroups */
+  uint64_t memory_backstop;    /* cgroup memory limit of the whole sandbox, 0: none */
+  int64_t pids_backstop;       /* cgroup pids limit, 0: none */
+  int uid, gid;                /* of the code; the executor itself runs as in-sandbox root */
   uint64_t tmp_size, shm_size;
   int nofile;
-  bool seccomp;               /* add the seccomp policy (runsc --oci-seccomp) */
+  bool seccomp; /* add the seccomp policy (runsc --oci-seccomp) */
 };
 
 /* The config.json object, or NULL with *err set. */

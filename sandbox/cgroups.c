@@ -33,8 +33,7 @@ static int init(mcp_error_t *err) {
 
 bool cgroups_unified(void) {
   /* cgroup v2 only: the memory controller is not mounted as v1. */
-  return access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0 &&
-         access("/sys/fs/cgroup/memory", F_OK) != 0;
+  return access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0 && access("/sys/fs/cgroup/memory", F_OK) != 0;
 }
 
 uint64_t cgroups_sandbox_memory(const struct mcp_config *cfg) {

@@ -123,4 +123,3 @@ int supervisor_quit(int dirfd, int64_t wait_ms, mcp_error_t *err) {
     return mcp_fail(err, MCP_ERR_INTERNAL, ETIMEDOUT, "the supervisor did not stop");
   return 0;
 }
-

@@ -25,8 +25,8 @@ static int direct_start(struct sandbox_ctx *ctx, int stdin_fd, int stdout_fd, mc
    * destroy() can find them all (not the supervisor's). */
   const char *argv[] = {"/usr/bin/python3", "-I", "-B", executor, "--direct", workdir, NULL};
   const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
-  struct proc_opts o = {.argv = argv, .envp = envp, .stdin_fd = stdin_fd, .stdout_fd = stdout_fd, .stderr_fd = -1,
-                        .new_session = true};
+  struct proc_opts o = {
+      .argv = argv, .envp = envp, .stdin_fd = stdin_fd, .stdout_fd = stdout_fd, .stderr_fd = -1, .new_session = true};
   pid_t pid;
   if (proc_start(&o, &pid, err) < 0)
     return -1;

@@ -36,8 +36,8 @@ static bool reap_orphans;
 
 void runsc_set_reaper(bool on) { reap_orphans = on; }
 
-static int runsc_cmd(const struct mcp_config *cfg, const char *const *sub, int in, int out, bool quiet,
-                     int *status, mcp_error_t *err) {
+static int runsc_cmd(const struct mcp_config *cfg, const char *const *sub, int in, int out, bool quiet, int *status,
+                     mcp_error_t *err) {
   struct runsc_cmdline c;
   int r = runsc_cmdline_init(&c, cfg);
   for (; r == 0 && *sub; sub++)
@@ -47,8 +47,12 @@ static int runsc_cmd(const struct mcp_config *cfg, const char *const *sub, int i
     return mcp_fail(err, MCP_ERR_INTERNAL, r < 0 ? -r : ENOMEM, "runsc command line");
   }
   cleanup_close int devnull = quiet ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
-  struct proc_opts o = {.argv = c.argv.v, .stdin_fd = in, .stdout_fd = out, .stderr_fd = devnull,
-                        .timeout_ms = RUNSC_TIMEOUT_MS, .reap_orphans = reap_orphans};
+  struct proc_opts o = {.argv = c.argv.v,
+                        .stdin_fd = in,
+                        .stdout_fd = out,
+                        .stderr_fd = devnull,
+                        .timeout_ms = RUNSC_TIMEOUT_MS,
+                        .reap_orphans = reap_orphans};
   r = run_process(&o, status, err);
   argv_free(&c.argv);
   return r;

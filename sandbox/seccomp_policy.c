@@ -21,8 +21,8 @@ struct deny_rule {
 static const struct deny_rule rules[] = {
     {{"ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", NULL},
      "reading or changing another process (the executor) is never needed by a call"},
-    {{"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount",
-      "fspick", "mount_setattr", NULL},
+    {{"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
+      "mount_setattr", NULL},
      "the file system layout is fixed by the bundle"},
     {{"unshare", "setns", NULL}, "new namespaces are a way around the sandbox's own"},
     {{"bpf", NULL}, "kernel programs"},

@@ -72,10 +72,10 @@ struct sup {
   pid_t sandbox_pid; /* its main host process, -1: unknown */
   bool sandbox_gone; /* we reaped it: the sandbox is dead */
   struct client clients[MAX_CLIENTS];
-  int call;              /* index of the client whose call runs, -1: none */
+  int call; /* index of the client whose call runs, -1: none */
   bool call_active;
-  bool call_orphaned;    /* its client went away: finish, discard */
-  bool call_accepted;    /* the executor took it (A): a loss now is the call's */
+  bool call_orphaned; /* its client went away: finish, discard */
+  bool call_accepted; /* the executor took it (A): a loss now is the call's */
   bool call_cancelled;
   int64_t call_deadline;
   int64_t call_started;

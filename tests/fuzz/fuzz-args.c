@@ -76,9 +76,8 @@ static void check_parsed(const cJSON *args, const struct python_args *pa) {
   char msg[300];
   if (pa->files != NULL && files_validate(&cfg, pa->files, msg, sizeof(msg)) < 0)
     fuzz_fail("accepted files that files_validate refuses: %s", msg);
-  if (pa->packages != NULL &&
-      (pa->lang == LANG_PYTHON ? packages_validate(pa->packages, msg, sizeof(msg))
-                               : npm_validate(pa->packages, msg, sizeof(msg))) < 0)
+  if (pa->packages != NULL && (pa->lang == LANG_PYTHON ? packages_validate(pa->packages, msg, sizeof(msg))
+                                                       : npm_validate(pa->packages, msg, sizeof(msg))) < 0)
     fuzz_fail("accepted packages that the tool's check refuses: %s", msg);
   /* No argument but the five known ones. */
   const cJSON *it;

@@ -177,8 +177,8 @@ static void header_line(struct fields *f, char *line) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  struct fields f = {"POST", "application/json", ACCEPT_BOTH, NULL, "127.0.0.1:8443", live, MCP_LATEST_VERSION,
-                     TOKEN, NULL, false};
+  struct fields f = {"POST", "application/json", ACCEPT_BOTH, NULL, "127.0.0.1:8443",
+                     live,   MCP_LATEST_VERSION, TOKEN,       NULL, false};
   const char *body = (const char *)data;
   size_t body_len = size;
   /* Header lines (before the first blank line) as NUL-terminated copies;

@@ -139,10 +139,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cJSON *params = cJSON_CreateObject();
   cJSON_AddItemToObject(cJSON_AddObjectToObject(params, "_meta"), "progressToken", cJSON_CreateString("tok"));
   struct mcp_ctx ctx = {.cfg = &cfg, .store = &store};
-  struct http_request http = {.method = "POST", .accept = "application/json, text/event-stream",
-                              .protocol_version = MCP_LATEST_VERSION, .token_id = "fuzz"};
-  struct rpc_call c = {.ctx = &ctx, .http = &http, .sink = &out.sink, .session = &sess, .id = id,
-                       .method = "tools/call", .params = params};
+  struct http_request http = {.method = "POST",
+                              .accept = "application/json, text/event-stream",
+                              .protocol_version = MCP_LATEST_VERSION,
+                              .token_id = "fuzz"};
+  struct rpc_call c = {.ctx = &ctx,
+                       .http = &http,
+                       .sink = &out.sink,
+                       .session = &sess,
+                       .id = id,
+                       .method = "tools/call",
+                       .params = params};
   struct call_stream cs;
   call_stream_init(&cs, &c, 5);
   cs.log_min = 0; /* every stdout and stderr line becomes a notification */

@@ -48,8 +48,8 @@ cJSON *fuzz_check_json(const char *text, size_t len, const char *what) {
   size_t off = 0;
   int r = json_scan(text, len, 64, &off);
   if (r != JSON_OK)
-    fuzz_fail("%s: not valid JSON for a client (%s at byte %zu of %zu): %.300s", what, json_scan_strerror(r), off,
-              len, text);
+    fuzz_fail("%s: not valid JSON for a client (%s at byte %zu of %zu): %.300s", what, json_scan_strerror(r), off, len,
+              text);
   cJSON *j = cJSON_ParseWithLength(text, len);
   if (j == NULL)
     fuzz_fail("%s: cJSON cannot parse it: %.300s", what, text);

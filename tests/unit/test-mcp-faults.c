@@ -129,21 +129,22 @@ static void hung_executor(void) {
  * log and dies; the next life is the real executor.  A call the executor
  * never accepted never ran: the supervisor gives it, once, to a new
  * sandbox.  One it accepted may have run in part: it ends with the loss. */
-static const char dying_py[] = "import json, os, struct, sys\n"
-                               "LOG = '%s/%s.log'\n"
-                               "try:\n"
-                               "    n = len(open(LOG).read())\n"
-                               "except OSError:\n"
-                               "    n = 0\n"
-                               "if n >= %d:\n"
-                               "    os.execv(sys.executable, [sys.executable, '-I', '-B', '%s/executor.py'] + sys.argv[1:])\n"
-                               "p = json.dumps({'python': 'fake'}).encode()\n"
-                               "os.write(1, struct.pack('>cI', b'Y', len(p)) + p)\n"
-                               "os.read(0, 65536)\n"
-                               "open(LOG, 'a').write('R')\n"
-                               "if %s:\n"
-                               "    os.write(1, struct.pack('>cI', b'A', 0))\n"
-                               "os._exit(9)\n";
+static const char dying_py[] =
+    "import json, os, struct, sys\n"
+    "LOG = '%s/%s.log'\n"
+    "try:\n"
+    "    n = len(open(LOG).read())\n"
+    "except OSError:\n"
+    "    n = 0\n"
+    "if n >= %d:\n"
+    "    os.execv(sys.executable, [sys.executable, '-I', '-B', '%s/executor.py'] + sys.argv[1:])\n"
+    "p = json.dumps({'python': 'fake'}).encode()\n"
+    "os.write(1, struct.pack('>cI', b'Y', len(p)) + p)\n"
+    "os.read(0, 65536)\n"
+    "open(LOG, 'a').write('R')\n"
+    "if %s:\n"
+    "    os.write(1, struct.pack('>cI', b'A', 0))\n"
+    "os._exit(9)\n";
 
 static size_t requests_seen(const char *name) {
   char path[PATH_MAX];
@@ -173,7 +174,8 @@ static void dying_executor(const char *name, int lives, bool accepts) {
     ok(cJSON_IsTrue(jget(sc, "sandbox_restarted")), "%s: sandbox_restarted", name);
     is_int(jnum(sc, "exit_code"), 137, "%s: exit code 137", name);
     is_int((int)requests_seen(name), accepts ? 1 : 2,
-           accepts ? "%s: an accepted call is not run again" : "%s: an unaccepted call is given to one new sandbox only",
+           accepts ? "%s: an accepted call is not run again"
+                   : "%s: an unaccepted call is given to one new sandbox only",
            name);
   }
   response_free(&r);

@@ -160,12 +160,12 @@ nest:;
 /* In a child, as the tree's owner without privileges when we are root
  * (root's DAC override would hide permission problems).  Exit status: 0
  * removed, 1 not built, 2 remove_tree_at failed, 3 something is left. */
-static int remove_as_owner(const char *name, int depth, bool locked, bool drop) {
+static int remove_as_owner(const char *name, int depth, bool locked, bool drop, rlim_t nofile) {
   pid_t pid = fork();
   if (pid == 0) {
     if (drop && (setgid(65534) < 0 || setuid(65534) < 0))
       _exit(1);
-    struct rlimit rl = {1024, 1024}; /* the usual default */
+    struct rlimit rl = {nofile, nofile};
     setrlimit(RLIMIT_NOFILE, &rl);
     if (hostile_tree(tmp_fd, name, depth, locked) < 0)
       _exit(1);
@@ -190,16 +190,20 @@ static void remove_tests(void) {
     if (fchown(tmp_fd, 65534, 65534) < 0)
       bail_out("chown: %s", strerror(errno));
   }
-  is_int(remove_as_owner("t1", 10, true, false), 0, "remove_tree_at: links, a folder without permissions, 10 levels");
-  /* The comment in remove_children says the owner restores permissions;
+  is_int(remove_as_owner("t1", 10, true, false, 1024), 0,
+         "remove_tree_at: links, a folder without permissions, 10 levels");
+  /* remove_tree_at says the owner restores permissions;
    * root would not need to, so the owner is tried without privileges. */
   if (root)
-    is_int(remove_as_owner("t2", 10, true, true), 0, "the same as an unprivileged owner");
+    is_int(remove_as_owner("t2", 10, true, true, 1024), 0, "the same as an unprivileged owner");
   else
     ok(1, "the same as an unprivileged owner (we are one)");
   /* Sandboxed code can nest folders as deep as it likes (mkdir + chdir). */
-  is_int(remove_as_owner("t3", 3000, false, false), 0, "3000 nested folders under RLIMIT_NOFILE 1024");
-  is_int(remove_as_owner("t4", 5000, false, false), 0, "5000 nested folders");
+  is_int(remove_as_owner("t3", 3000, false, false, 1024), 0, "3000 nested folders under RLIMIT_NOFILE 1024");
+  is_int(remove_as_owner("t4", 5000, false, false, 1024), 0, "5000 nested folders");
+  /* The walk holds two descriptors at a time, whatever the depth. */
+  is_int(remove_as_owner("t5", 300, true, false, 12), 0,
+         "300 nested folders under RLIMIT_NOFILE 12 (no rm, no fd per level)");
   struct stat st;
   ok(fstatat(tmp_fd, "keep/file", &st, 0) == 0, "what the links pointed to is intact");
   char *text = NULL;
