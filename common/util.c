@@ -256,6 +256,51 @@ int remove_tree_at(int dirfd, const char *name, mcp_error_t *err) {
   return 0;
 }
 
+#define CHOWN_DEPTH_MAX 256
+
+static int chown_children(int dfd, uid_t uid, gid_t gid, dev_t dev, int depth) {
+  if (depth > CHOWN_DEPTH_MAX)
+    return -ELOOP;
+  int dup_fd = dup(dfd);
+  if (dup_fd < 0)
+    return -errno;
+  cleanup_dir DIR *d = fdopendir(dup_fd);
+  if (d == NULL) {
+    int e = errno;
+    close(dup_fd);
+    return -e;
+  }
+  struct dirent *de;
+  while ((errno = 0, de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    /* Never follows a link: a link itself changes owner. */
+    if (fchownat(dfd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 && errno != ENOENT)
+      return -errno;
+    struct stat st;
+    if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) || st.st_dev != dev)
+      continue;
+    cleanup_close int child = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (child < 0)
+      return -errno;
+    int r = chown_children(child, uid, gid, dev, depth + 1);
+    if (r < 0)
+      return r;
+  }
+  return errno != 0 ? -errno : 0;
+}
+
+int chown_tree_at(int dirfd, const char *name, uid_t uid, gid_t gid, mcp_error_t *err) {
+  cleanup_close int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0 || fchown(fd, uid, gid) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chown `%s`", name);
+  int r = chown_children(fd, uid, gid, st.st_dev, 0);
+  if (r < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, -r, "chown the tree `%s`", name);
+  return 0;
+}
+
 int mkdir_p(const char *path, mode_t mode, mcp_error_t *err) {
   char tmp[PATH_MAX];
   int n = snprintf(tmp, sizeof(tmp), "%s", path);

@@ -70,6 +70,9 @@ int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *ou
 int write_file_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode, mcp_error_t *err);
 /* Remove a tree below dirfd without following any symlink. */
 int remove_tree_at(int dirfd, const char *name, mcp_error_t *err);
+/* chown -R of a tree below dirfd through descriptors: no symlink is
+ * followed (a link itself changes owner), no other file system entered. */
+int chown_tree_at(int dirfd, const char *name, uid_t uid, gid_t gid, mcp_error_t *err);
 /* mkdir -p of an absolute or relative path; existing directories are fine. */
 int mkdir_p(const char *path, mode_t mode, mcp_error_t *err);
 

@@ -7,9 +7,9 @@
 
 #include <stdint.h>
 
-#include "fcgi/mcp.h"
-#include "fcgi/call.h"
 #include "common/metrics.h"
+#include "fcgi/call.h"
+#include "fcgi/rpc.h"
 
 struct audit_entry {
   const char *tool;

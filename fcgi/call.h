@@ -10,9 +10,9 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "fcgi/session.h"
 #include "common/settings.h"
 #include "common/util.h"
+#include "fcgi/session.h"
 
 struct call_request {
   const char *code;

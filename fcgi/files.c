@@ -8,91 +8,81 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "fcgi/tools.h"
+#include "fcgi/json_scan.h"
 
 #define MAX_PATH_BYTES 1024
 #define MAX_COMPONENT 255
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 /* Relative, '/'-separated, no empty, "." or ".." component, no control
- * characters: the executor also refuses to write through symlinks. */
-static bool path_valid(const char *p, char *why, size_t size) {
+ * characters (the executor also refuses to write through symlinks): NULL,
+ * or what is wrong. */
+static const char *path_problem(const char *p) {
   size_t n = strlen(p);
-  if (n == 0 || n > MAX_PATH_BYTES) {
-    snprintf(why, size, "must be 1 to %d bytes", MAX_PATH_BYTES);
-    return false;
-  }
-  if (p[0] == '/') {
-    snprintf(why, size, "must be relative to /work");
-    return false;
-  }
+  if (n == 0 || n > MAX_PATH_BYTES)
+    return "must be 1 to " STR(MAX_PATH_BYTES) " bytes";
+  if (p[0] == '/')
+    return "must be relative to /work";
   for (const unsigned char *c = (const unsigned char *)p; *c; c++)
-    if (*c < 0x20 || *c == 0x7f) {
-      snprintf(why, size, "must not contain control characters");
-      return false;
-    }
+    if (*c < 0x20 || *c == 0x7f)
+      return "must not contain control characters";
   const char *seg = p;
   for (;;) {
     const char *slash = strchr(seg, '/');
     size_t len = slash ? (size_t)(slash - seg) : strlen(seg);
-    if (len == 0 || (len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.')) {
-      snprintf(why, size, "must not contain empty, . or .. components");
-      return false;
-    }
-    if (len > MAX_COMPONENT) {
-      snprintf(why, size, "has a component longer than %d bytes", MAX_COMPONENT);
-      return false;
-    }
+    if (len == 0 || (len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
+      return "must not contain empty, . or .. components";
+    if (len > MAX_COMPONENT)
+      return "has a component longer than " STR(MAX_COMPONENT) " bytes";
     if (slash == NULL)
-      return true;
+      return NULL;
     seg = slash + 1;
   }
 }
 
-int files_validate(const struct mcp_config *cfg, const cJSON *files, char *msg, size_t size) {
-  if (!cJSON_IsArray(files)) {
-    snprintf(msg, size, "files must be an array of {path, text} or {path, base64} objects");
-    return -1;
-  }
+/* The decoded size of one entry: -1 when the entry is not valid. */
+static int64_t entry_size(const cJSON *f, int i, mcp_error_t *err) {
+  const cJSON *path = cJSON_GetObjectItemCaseSensitive(f, "path");
+  const cJSON *text = cJSON_GetObjectItemCaseSensitive(f, "text");
+  const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(f, "base64");
+  if (!cJSON_IsObject(f) || !cJSON_IsString(path) || cJSON_GetArraySize(f) != 2 ||
+      (cJSON_IsString(text) == cJSON_IsString(b64)))
+    return mcp_fail_public(err, MCP_ERR_INVALID,
+                           "files[%d] must be {\"path\": string, \"text\": string} or {\"path\": string, "
+                           "\"base64\": string}",
+                           i);
+  const char *why = path_problem(path->valuestring);
+  if (why != NULL)
+    return mcp_fail_public(err, MCP_ERR_INVALID, "files[%d].path `%.80s` %s", i, path->valuestring, why);
+  if (!cJSON_IsString(b64))
+    return (int64_t)strlen(text->valuestring);
+  size_t len = strlen(b64->valuestring);
+  cleanup_free unsigned char *tmp = malloc(base64_decoded_max(len) + 1);
+  ssize_t n = tmp ? base64_decode(b64->valuestring, len, tmp, base64_decoded_max(len)) : -1;
+  if (n < 0)
+    return mcp_fail_public(err, MCP_ERR_INVALID, "files[%d].base64 is not valid base64", i);
+  return n;
+}
+
+int files_validate(const struct mcp_config *cfg, const cJSON *files, mcp_error_t *err) {
+  if (!cJSON_IsArray(files))
+    return mcp_fail_public(err, MCP_ERR_INVALID, "files must be an array of {path, text} or {path, base64} objects");
   int count = 0;
   uint64_t total = 0;
   const cJSON *f;
   cJSON_ArrayForEach(f, files) {
-    if (++count > cfg->input_files_max) {
-      snprintf(msg, size, "files: at most %d files per call", cfg->input_files_max);
+    if (++count > cfg->input_files_max)
+      return mcp_fail_public(err, MCP_ERR_INVALID, "files: at most %d files per call", cfg->input_files_max);
+    int64_t n = entry_size(f, count - 1, err);
+    if (n < 0)
       return -1;
-    }
-    const cJSON *path = cJSON_GetObjectItemCaseSensitive(f, "path");
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(f, "text");
-    const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(f, "base64");
-    if (!cJSON_IsObject(f) || !cJSON_IsString(path) || cJSON_GetArraySize(f) != 2 ||
-        (cJSON_IsString(text) == cJSON_IsString(b64))) {
-      snprintf(msg, size,
-               "files[%d] must be {\"path\": string, \"text\": string} or {\"path\": string, \"base64\": string}",
-               count - 1);
-      return -1;
-    }
-    char why[96];
-    if (!path_valid(path->valuestring, why, sizeof(why))) {
-      snprintf(msg, size, "files[%d].path `%.80s` %s", count - 1, path->valuestring, why);
-      return -1;
-    }
-    if (cJSON_IsString(b64)) {
-      size_t len = strlen(b64->valuestring);
-      cleanup_free unsigned char *tmp = malloc(base64_decoded_max(len) + 1);
-      ssize_t n = tmp ? base64_decode(b64->valuestring, len, tmp, base64_decoded_max(len)) : -1;
-      if (n < 0) {
-        snprintf(msg, size, "files[%d].base64 is not valid base64", count - 1);
-        return -1;
-      }
-      total += (uint64_t)n;
-    } else {
-      total += strlen(text->valuestring);
-    }
+    total += (uint64_t)n;
   }
-  if (total > cfg->max_body) {
-    snprintf(msg, size, "files: more than %llu bytes in all", (unsigned long long)cfg->max_body);
-    return -1;
-  }
+  if (total > cfg->max_body)
+    return mcp_fail_public(err, MCP_ERR_INVALID, "files: more than %llu bytes in all",
+                           (unsigned long long)cfg->max_body);
   return 0;
 }
 

@@ -5,11 +5,11 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "fcgi/outputs.h"
 #include "common/settings.h"
+#include "fcgi/outputs.h"
 
-/* Check the `files` argument; 0, or -1 with a sentence in msg. */
-int files_validate(const struct mcp_config *cfg, const cJSON *files, char *msg, size_t size);
+/* Check the `files` argument: 0, or MCP_ERR_INVALID with a sentence. */
+int files_validate(const struct mcp_config *cfg, const cJSON *files, mcp_error_t *err);
 /* Content blocks and structuredContent.files / skipped_files. */
 void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *out);
 /* o[key] = path (or a text naming paths), bytes that are not UTF-8 as U+FFFD:

@@ -4,7 +4,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/util.h"
 
 struct scanner {
   const unsigned char *p, *end;
@@ -266,4 +269,29 @@ size_t utf8_valid_prefix(const char *str, size_t len) {
       break;
   }
   return (size_t)(s.p - (const unsigned char *)str);
+}
+
+char *utf8_sanitize(const char *data, size_t len) {
+  struct buf b = {0};
+  static const char repl[] = "\xEF\xBF\xBD";
+  while (len > 0) {
+    size_t ok = utf8_valid_prefix(data, len);
+    if (buf_append(&b, data, ok) < 0)
+      goto oom;
+    data += ok;
+    len -= ok;
+    if (len == 0)
+      break;
+    /* one bad byte (or a NUL) becomes U+FFFD */
+    if (buf_append(&b, repl, 3) < 0)
+      goto oom;
+    data++;
+    len--;
+  }
+  if (b.data == NULL)
+    return strdup("");
+  return b.data;
+oom:
+  buf_free(&b);
+  return NULL;
 }

@@ -25,5 +25,8 @@ const char *json_scan_strerror(int code);
 /* Length of the longest prefix of s[0..len) that is valid UTF-8 without
  * NUL; used to make sandbox output safe for JSON strings. */
 size_t utf8_valid_prefix(const char *s, size_t len);
+/* Bytes to a JSON-safe string (a new one): invalid UTF-8 and NUL become
+ * U+FFFD. */
+char *utf8_sanitize(const char *data, size_t len);
 
 #endif

@@ -18,12 +18,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/frame.h"
+#include "common/metrics.h"
+#include "common/util.h"
+#include "fcgi/session.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroups.h"
-#include "common/metrics.h"
-#include "common/frame.h"
-#include "fcgi/session.h"
-#include "common/util.h"
 
 #define TICK_MS 1000
 #define REAP_EVERY_MS 60000

@@ -4,8 +4,8 @@
 
 #include <stdbool.h>
 
-#include "fcgi/session.h"
 #include "common/settings.h"
+#include "fcgi/session.h"
 
 /* One pass: trash, expiry, (reap), pool.  Exposed for tests. */
 void keeper_tick(struct store *st, bool reap);

@@ -25,15 +25,15 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "common/proc.h"
-#include "fcgi/responder.h"
-#include "sandbox/bundle.h"
-#include "sandbox/cgroups.h"
-#include "fcgi/keeper.h"
 #include "common/metrics.h"
-#include "fcgi/session.h"
+#include "common/proc.h"
 #include "common/settings.h"
 #include "common/util.h"
+#include "fcgi/keeper.h"
+#include "fcgi/responder.h"
+#include "fcgi/session.h"
+#include "sandbox/bundle.h"
+#include "sandbox/cgroups.h"
 
 #define MAX_RESPONDERS 256
 #define STOP_GRACE_MS 15000

@@ -22,9 +22,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fcgi/packages.h"
 #include "common/proc.h"
 #include "common/util.h"
+#include "fcgi/packages.h"
 
 #define MAX_SPECS 32
 #define MAX_SPEC 214
@@ -40,52 +40,39 @@ static const char *scan_part(const char *p) {
   return p;
 }
 
-int npm_spec_check(const char *spec, char *why, size_t size) {
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const char *npm_spec_problem(const char *spec) {
   size_t len = strlen(spec);
-  if (len == 0 || len > MAX_SPEC) {
-    snprintf(why, size, "must be 1 to %d characters", MAX_SPEC);
-    return -1;
-  }
-  if (spec[0] == '-') {
-    snprintf(why, size, "options are not accepted");
-    return -1;
-  }
-  if (strpbrk(spec, ":\\#") != NULL || strstr(spec, "..") != NULL) {
-    snprintf(why, size,
-             "URLs, git and file specs and aliases are not accepted; give a name and version, e.g. "
-             "lodash@4");
-    return -1;
-  }
+  if (len == 0 || len > MAX_SPEC)
+    return "must be 1 to " STR(MAX_SPEC) " characters";
+  if (spec[0] == '-')
+    return "options are not accepted";
+  if (strpbrk(spec, ":\\#") != NULL || strstr(spec, "..") != NULL)
+    return "URLs, git and file specs and aliases are not accepted; give a name and version, e.g. lodash@4";
   const char *p = spec;
   if (*p == '@') { /* @scope/name */
     p = scan_part(p + 1);
-    if (p == NULL || *p != '/') {
-      snprintf(why, size, "has an invalid @scope/name");
-      return -1;
-    }
+    if (p == NULL || *p != '/')
+      return "has an invalid @scope/name";
     p++;
   }
   p = scan_part(p);
-  if (p == NULL) {
-    snprintf(why, size, "does not start with a valid package name (lower case letters, digits, - . _)");
-    return -1;
-  }
+  if (p == NULL)
+    return "does not start with a valid package name (lower case letters, digits, - . _)";
   if (*p == '\0')
-    return 0;
-  if (*p != '@' || p[1] == '\0') {
-    snprintf(why, size, "has unexpected text after the name (use name@version)");
-    return -1;
-  }
+    return NULL;
+  if (*p != '@' || p[1] == '\0')
+    return "has unexpected text after the name (use name@version)";
   for (p++; *p; p++) /* version, range or tag */
-    if (!isalnum((unsigned char)*p) && strchr(".*+^~<>=| -_", *p) == NULL) {
-      snprintf(why, size, "has an invalid version range");
-      return -1;
-    }
-  return 0;
+    if (!isalnum((unsigned char)*p) && strchr(".*+^~<>=| -_", *p) == NULL)
+      return "has an invalid version range";
+  return NULL;
 }
 
-int npm_validate(const cJSON *packages, char *msg, size_t size) {
-  return package_list_validate(packages, MAX_SPECS, npm_spec_check, msg, size);
+int npm_validate(const cJSON *packages, mcp_error_t *err) {
+  return package_list_validate(packages, MAX_SPECS, npm_spec_problem, err);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -117,7 +104,7 @@ static int stage_name(const cJSON *packages, char out[33]) {
 
 static int run_as(const struct mcp_config *cfg, const struct passwd *pw, const char *const *argv, const char *home,
                   struct buf *out, mcp_error_t *err) {
-  char h[PATH_MAX + 8], user[PATH_MAX + 40];
+  char h[PATH_MAX + 64], user[PATH_MAX + 96];
   snprintf(h, sizeof(h), "HOME=%s", home);
   /* No host npm configuration: an absent user file and an empty global one
    * (npm refuses the same file for both). */
@@ -149,8 +136,7 @@ static int run_as(const struct mcp_config *cfg, const struct passwd *pw, const c
   return st == 0 ? 0 : 1;
 }
 
-int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33], char *msg, size_t size,
-              mcp_error_t *err) {
+int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33], mcp_error_t *err) {
   if (stage_name(packages, hash) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, EIO, "hash the package specs");
   char root[PATH_MAX], final[PATH_MAX + 40], tmp[PATH_MAX + 40], rnd[33];
@@ -166,34 +152,37 @@ int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33]
   snprintf(tmp, sizeof(tmp), "%s/.stage-%.16s", root, rnd);
   if (mkdir(tmp, 0700) < 0 || chown(tmp, pw->pw_uid, pw->pw_gid) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "make the staging folder");
-  const char *argv[16 + MAX_SPECS] = {
-      "/usr/bin/npm",      "install",         "--ignore-scripts", "--no-audit", "--no-fund",
-      "--no-package-lock", "--no-save",       "--omit=dev",       "--prefix",   tmp,
-      "--registry",        cfg->npm_registry, "--cache",          ".npm-cache"};
-  int n = 14;
-  argv[n++] = "--";
+  cleanup_argv struct argv argv = {0};
+  static const char *const npm[] = {"/usr/bin/npm",      "install",   "--ignore-scripts", "--no-audit", "--no-fund",
+                                    "--no-package-lock", "--no-save", "--omit=dev",       "--prefix"};
+  for (size_t i = 0; i < ARRAY_SIZE(npm); i++)
+    argv_add(&argv, npm[i]);
+  argv_add(&argv, tmp);
+  argv_add(&argv, "--registry");
+  argv_add(&argv, cfg->npm_registry);
+  argv_add(&argv, "--cache");
+  argv_add(&argv, ".npm-cache");
+  argv_add(&argv, "--");
   const cJSON *p;
-  cJSON_ArrayForEach(p, packages) {
-    if (n < (int)ARRAY_SIZE(argv) - 1)
-      argv[n++] = p->valuestring;
-  }
-  argv[n] = NULL;
+  cJSON_ArrayForEach(p, packages) argv_add(&argv, p->valuestring);
+  if (argv.oom)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "npm's command line");
   cleanup_buf struct buf out = {0};
-  int r = run_as(cfg, pw, argv, tmp, &out, err);
+  int r = run_as(cfg, pw, argv.v, tmp, &out, err);
   if (r == 1) {
-    package_tool_words(&out, tmp, msg, size);
-    mcp_fail_public(err, MCP_ERR_INVALID, "The packages could not be installed");
+    cleanup_free char *said = package_tool_words(&out, tmp);
+    mcp_fail_public(err, MCP_ERR_INVALID,
+                    "The npm packages could not be installed from the registry (install scripts never run); "
+                    "nothing was installed and the code did not run. npm said:\n%s",
+                    said ? said : "(nothing)");
   }
   if (r == 0) {
     /* The tree becomes root's and read-only to everyone else; the cache
      * and npm's scratch files go. */
-    char cache[PATH_MAX + 60];
-    snprintf(cache, sizeof(cache), "%s/.npm-cache", tmp);
-    const char *chown_argv[] = {"/bin/chown", "-R", "--no-dereference", "root:root", "--", tmp, NULL};
-    const char *rm_argv[] = {"/bin/rm", "-rf", "--one-file-system", "--", cache, NULL};
-    cleanup_buf struct buf ignored = {0};
-    if (run_as(cfg, NULL, rm_argv, "/", &ignored, err) != 0 || run_as(cfg, NULL, chown_argv, "/", &ignored, err) != 0 ||
-        chmod(tmp, 0755) < 0 || (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) < 0 && errno != EEXIST)) {
+    cleanup_close int tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tfd < 0 || fchown(tfd, 0, 0) < 0 || fchmod(tfd, 0700) < 0 || remove_tree_at(tfd, ".npm-cache", err) < 0 ||
+        chown_tree_at(AT_FDCWD, tmp, 0, 0, err) < 0 || fchmod(tfd, 0755) < 0 ||
+        (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) < 0 && errno != EEXIST)) {
       if (err == NULL || *err == NULL)
         mcp_fail(err, MCP_ERR_INTERNAL, errno, "publish the packages");
       r = -1;

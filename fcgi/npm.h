@@ -8,14 +8,13 @@
 #include "common/error.h"
 #include "common/settings.h"
 
-/* One spec (name[@version|range|tag]): 0, or -1 with the reason. */
-int npm_spec_check(const char *spec, char *why, size_t size);
-/* The packages argument of execute_javascript. */
-int npm_validate(const cJSON *packages, char *msg, size_t size);
+/* What is wrong with one spec (name[@version|range|tag]), or NULL. */
+const char *npm_spec_problem(const char *spec);
+/* The packages argument of execute_javascript: 0, or MCP_ERR_INVALID. */
+int npm_validate(const cJSON *packages, mcp_error_t *err);
 /* Install the specs (once per set) into <state>/npm/<hash>; hash names
- * the tree for the executor.  npm's failure: MCP_ERR_INVALID, its last
- * words in msg. */
-int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33], char *msg, size_t size,
-              mcp_error_t *err);
+ * the tree for the executor.  When npm fails: MCP_ERR_INVALID, with npm's
+ * last words in the client's sentence. */
+int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33], mcp_error_t *err);
 
 #endif

@@ -66,97 +66,71 @@ static const char *scan_clause(const char *p) {
   return p == v ? NULL : p;
 }
 
-int package_check(const char *req, char *why, size_t size) {
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const char *package_problem(const char *req) {
   size_t len = strlen(req);
-  if (len == 0 || len > MAX_REQUIREMENT) {
-    snprintf(why, size, "must be 1 to %d characters", MAX_REQUIREMENT);
-    return -1;
-  }
+  if (len == 0 || len > MAX_REQUIREMENT)
+    return "must be 1 to " STR(MAX_REQUIREMENT) " characters";
   const char *p = skip_ws(req);
-  if (*p == '-') {
-    snprintf(why, size, "options such as -r or --index-url are not accepted");
-    return -1;
-  }
-  if (strpbrk(p, "/\\:@;") != NULL) {
-    snprintf(why, size,
-             "paths, URLs and environment markers are not accepted; give a name and version, e.g. "
-             "requests>=2.31");
-    return -1;
-  }
-  if ((p = scan_name(p)) == NULL) {
-    snprintf(why, size, "does not start with a valid package name");
-    return -1;
-  }
+  if (*p == '-')
+    return "options such as -r or --index-url are not accepted";
+  if (strpbrk(p, "/\\:@;") != NULL)
+    return "paths, URLs and environment markers are not accepted; give a name and version, e.g. requests>=2.31";
+  if ((p = scan_name(p)) == NULL)
+    return "does not start with a valid package name";
   p = skip_ws(p);
   if (*p == '[') {
     do {
       p = skip_ws(p + 1);
-      if ((p = scan_name(p)) == NULL) {
-        snprintf(why, size, "has an invalid extra");
-        return -1;
-      }
+      if ((p = scan_name(p)) == NULL)
+        return "has an invalid extra";
       p = skip_ws(p);
     } while (*p == ',');
-    if (*p != ']') {
-      snprintf(why, size, "has an unclosed [extras] list");
-      return -1;
-    }
+    if (*p != ']')
+      return "has an unclosed [extras] list";
     p = skip_ws(p + 1);
   }
   if (*p == '(') /* "name (>=1.0)" is old but valid PEP 508 */
     p = skip_ws(p + 1);
   while (*p != '\0' && *p != ')') {
-    if ((p = scan_clause(p)) == NULL) {
-      snprintf(why, size, "has an invalid version specifier (use ==, >=, <=, !=, ~=, <, >)");
-      return -1;
-    }
+    if ((p = scan_clause(p)) == NULL)
+      return "has an invalid version specifier (use ==, >=, <=, !=, ~=, <, >)";
     p = skip_ws(p);
     if (*p != ',')
       break;
     p = skip_ws(p + 1);
-    if (*p == '\0' || *p == ')') {
-      snprintf(why, size, "has a comma without a version specifier after it");
-      return -1;
-    }
+    if (*p == '\0' || *p == ')')
+      return "has a comma without a version specifier after it";
   }
   if (*p == ')')
     p = skip_ws(p + 1);
-  if (*p != '\0') {
-    snprintf(why, size, "has unexpected text after the version specifier");
-    return -1;
-  }
-  return 0;
+  if (*p != '\0')
+    return "has unexpected text after the version specifier";
+  return NULL;
 }
 
-int package_list_validate(const cJSON *packages, int max, int (*check)(const char *, char *, size_t), char *msg,
-                          size_t size) {
-  if (!cJSON_IsArray(packages)) {
-    snprintf(msg, size, "packages must be an array of strings");
-    return -1;
-  }
+int package_list_validate(const cJSON *packages, int max, const char *(*problem)(const char *), mcp_error_t *err) {
+  if (!cJSON_IsArray(packages))
+    return mcp_fail_public(err, MCP_ERR_INVALID, "packages must be an array of strings");
   int i = 0;
   const cJSON *p;
   cJSON_ArrayForEach(p, packages) {
-    if (!cJSON_IsString(p)) {
-      snprintf(msg, size, "packages must be an array of strings");
-      return -1;
-    }
-    if (i >= max) {
-      snprintf(msg, size, "packages: at most %d per call", max);
-      return -1;
-    }
-    char why[160];
-    if (check(p->valuestring, why, sizeof(why)) < 0) {
-      snprintf(msg, size, "packages[%d] `%.80s` %s", i, p->valuestring, why);
-      return -1;
-    }
+    if (!cJSON_IsString(p))
+      return mcp_fail_public(err, MCP_ERR_INVALID, "packages must be an array of strings");
+    if (i >= max)
+      return mcp_fail_public(err, MCP_ERR_INVALID, "packages: at most %d per call", max);
+    const char *why = problem(p->valuestring);
+    if (why != NULL)
+      return mcp_fail_public(err, MCP_ERR_INVALID, "packages[%d] `%.80s` %s", i, p->valuestring, why);
     i++;
   }
   return 0;
 }
 
-int packages_validate(const cJSON *packages, char *msg, size_t size) {
-  return package_list_validate(packages, MAX_PACKAGES, package_check, msg, size);
+int packages_validate(const cJSON *packages, mcp_error_t *err) {
+  return package_list_validate(packages, MAX_PACKAGES, package_problem, err);
 }
 
 /* Move the *.whl files pip left in tmp into the shared cache, as root's
@@ -188,27 +162,25 @@ static int adopt_wheels(int wheels_fd, const char *tmp, mcp_error_t *err) {
   return 0;
 }
 
-void package_tool_words(const struct buf *out, const char *hide, char *msg, size_t size) {
+char *package_tool_words(const struct buf *out, const char *hide) {
   const char *text = out->data ? out->data : "";
   size_t len = out->len;
   size_t start = len > 1500 ? len - 1500 : 0;
   const char *nl = start ? memchr(text + start, '\n', len - start) : NULL;
   if (nl != NULL)
     start = (size_t)(nl - text) + 1;
-  cleanup_free char *tail = xstrndup(text + start, len - start);
-  if (tail == NULL) {
-    snprintf(msg, size, "the package tool failed");
-    return;
-  }
+  char *tail = xstrndup(text + start, len - start);
+  if (tail == NULL)
+    return NULL;
   /* Hide the host path of the download folder. */
   char *hit;
   size_t tl = strlen(hide);
   while (tl > 0 && (hit = strstr(tail, hide)) != NULL)
     memmove(hit, hit + tl, strlen(hit + tl) + 1);
-  snprintf(msg, size, "%s", tail);
+  return tail;
 }
 
-int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, char *msg, size_t size, mcp_error_t *err) {
+int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, mcp_error_t *err) {
   struct passwd pwbuf, *pw = NULL;
   char pwtext[1024];
   if (getpwnam_r(cfg->package_user, &pwbuf, pwtext, sizeof(pwtext), &pw) != 0)
@@ -228,35 +200,35 @@ int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, char *ms
   if (mkdirat(wfd, tmp, 0700) < 0 || fchownat(wfd, tmp, pw->pw_uid, pw->pw_gid, AT_SYMLINK_NOFOLLOW) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "make the download folder");
 
-  const char *argv[16 + MAX_PACKAGES] = {cfg->python,
-                                         "-m",
-                                         "pip",
-                                         "download",
-                                         "--only-binary=:all:",
-                                         "--disable-pip-version-check",
-                                         "--no-input",
-                                         "--progress-bar",
-                                         "off",
-                                         "--no-cache-dir",
-                                         "--dest",
-                                         tmp_path,
-                                         "--index-url",
-                                         cfg->package_index,
-                                         "--find-links",
-                                         wheels};
-  int n = 16;
-  argv[n++] = "--";
+  cleanup_argv struct argv argv = {0};
+  static const char *const pip[] = {"-m",
+                                    "pip",
+                                    "download",
+                                    "--only-binary=:all:",
+                                    "--disable-pip-version-check",
+                                    "--no-input",
+                                    "--progress-bar",
+                                    "off",
+                                    "--no-cache-dir",
+                                    "--dest"};
+  argv_add(&argv, cfg->python);
+  for (size_t i = 0; i < ARRAY_SIZE(pip); i++)
+    argv_add(&argv, pip[i]);
+  argv_add(&argv, tmp_path);
+  argv_add(&argv, "--index-url");
+  argv_add(&argv, cfg->package_index);
+  argv_add(&argv, "--find-links");
+  argv_add(&argv, wheels);
+  argv_add(&argv, "--");
   const cJSON *p;
-  cJSON_ArrayForEach(p, packages) {
-    if (n < (int)ARRAY_SIZE(argv) - 1)
-      argv[n++] = p->valuestring;
-  }
-  argv[n] = NULL;
+  cJSON_ArrayForEach(p, packages) argv_add(&argv, p->valuestring);
+  if (argv.oom)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "pip's command line");
   char home[PATH_MAX + 96];
   snprintf(home, sizeof(home), "HOME=%s", tmp_path);
   const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", home, "PIP_CONFIG_FILE=/dev/null", NULL};
   cleanup_buf struct buf out = {0};
-  struct proc_opts o = {.argv = argv,
+  struct proc_opts o = {.argv = argv.v,
                         .envp = envp,
                         .stdin_fd = -1,
                         .stderr_fd = -1,
@@ -271,8 +243,11 @@ int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, char *ms
   int st = 0;
   int ret = run_process(&o, &st, err);
   if (ret == 0 && st != 0) {
-    package_tool_words(&out, tmp_path, msg, size);
-    ret = mcp_fail_public(err, MCP_ERR_INVALID, "The packages could not be downloaded");
+    cleanup_free char *said = package_tool_words(&out, tmp_path);
+    ret = mcp_fail_public(err, MCP_ERR_INVALID,
+                          "The packages could not be downloaded as wheels from the package index; nothing was "
+                          "installed and the code did not run. pip said:\n%s",
+                          said ? said : "(nothing)");
   }
   if (ret == 0)
     ret = adopt_wheels(wfd, tmp, err);

@@ -6,12 +6,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fcgi/files.h"
 #include "common/frame.h"
-#include "fcgi/outputs.h"
 #include "common/util.h"
-#include "sandbox/workspace.h"
+#include "fcgi/files.h"
+#include "fcgi/json_scan.h"
+#include "fcgi/outputs.h"
 #include "fcgi/tools.h"
+#include "sandbox/workspace.h"
 
 #define URI_PREFIX "file:///work/"
 #define MCP_RESOURCE_NOT_FOUND (-32002)

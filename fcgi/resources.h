@@ -4,7 +4,7 @@
 #ifndef MCP_RESOURCES_H
 #define MCP_RESOURCES_H
 
-#include "fcgi/mcp.h"
+#include "fcgi/rpc.h"
 
 int resources_list(struct rpc_call *c);
 int resources_read(struct rpc_call *c);

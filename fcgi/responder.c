@@ -3,19 +3,19 @@
 #include "fcgi/responder.h"
 
 #include <errno.h>
-#include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <fcgiapp.h>
 #include <malloc.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "fcgi/audit.h"
 #include "fcgi/http.h"
 #include "fcgi/mcp.h"
-#include "common/util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MCP_LEAK_CHECK 1

@@ -7,36 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "fcgi/files.h"
 #include "fcgi/json_scan.h"
-#include "common/util.h"
 
 /* ---- results ---- */
-
-char *utf8_sanitize(const char *data, size_t len) {
-  struct buf b = {0};
-  static const char repl[] = "\xEF\xBF\xBD";
-  while (len > 0) {
-    size_t ok = utf8_valid_prefix(data, len);
-    if (buf_append(&b, data, ok) < 0)
-      goto oom;
-    data += ok;
-    len -= ok;
-    if (len == 0)
-      break;
-    /* one bad byte (or a NUL) becomes U+FFFD */
-    if (buf_append(&b, repl, 3) < 0)
-      goto oom;
-    data++;
-    len--;
-  }
-  if (b.data == NULL)
-    return strdup("");
-  return b.data;
-oom:
-  buf_free(&b);
-  return NULL;
-}
 
 static void add_text(cJSON *content, const char *text) {
   cJSON *t = cJSON_CreateObject();
@@ -99,7 +74,7 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
   }
 }
 
-cJSON *python_result(const struct mcp_config *cfg, const struct call_result *res) {
+cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *res) {
   cleanup_free char *out = utf8_sanitize(res->out.data ? res->out.data : "", res->out.len);
   cleanup_free char *err = utf8_sanitize(res->err.data ? res->err.data : "", res->err.len);
   if (out == NULL || err == NULL)

@@ -4,7 +4,6 @@
 #include "fcgi/tools.h"
 
 #include <string.h>
-#include <unistd.h>
 
 #include "common/util.h"
 
@@ -18,39 +17,12 @@ static cJSON *prop(cJSON *props, const char *name, const char *type, const char 
   return p;
 }
 
-struct tool_text {
-  const char *name, *title, *description, *code, *packages;
-};
-
-static const struct tool_text texts[] = {
-    [LANG_PYTHON] = {"execute_python", "Run Python",
-                     "Run Python 3 code in this session's isolated sandbox (gVisor, no network). The working "
-                     "directory /work persists between calls of the session: files and installed packages stay, "
-                     "variables do not (each call is a fresh process). Returns stdout, stderr and the exit code; "
-                     "isError is true when the code fails or times out. Files written to output/ come back.",
-                     "Python 3 source code, run as __main__ in a fresh process. Print what you want to see; "
-                     "write files to output/ to get them back.",
-                     "Python packages (PEP 508 requirements such as requests or pandas>=2) to install into the "
-                     "session before running; installed packages stay for the session's later calls."},
-    [LANG_JAVASCRIPT] = {"execute_javascript", "Run JavaScript",
-                         "Run JavaScript (Node.js) in this session's isolated sandbox, beside execute_python: the "
-                         "same persistent /work, limits and results. The code is an ES module: import, require "
-                         "and top-level await work; an unhandled rejection fails the call.",
-                         "JavaScript source, run by Node.js as an ES module in a fresh process (require is "
-                         "available too). console.log what you want to see; write files to output/ to get them "
-                         "back.",
-                         "npm packages (name or name@version, e.g. lodash@4) to install into the session's "
-                         "/work/node_modules before running; install scripts never run."},
-};
-
-bool tools_javascript_available(const struct mcp_config *cfg) { return access(cfg->node, X_OK) == 0; }
-
-static cJSON *input_schema(const struct mcp_config *cfg, enum tool_lang lang) {
+static cJSON *input_schema(const struct mcp_config *cfg, const struct lang *lang) {
   cJSON *s = cJSON_CreateObject();
   cJSON_AddStringToObject(s, "type", "object");
   cJSON *props = cJSON_AddObjectToObject(s, "properties");
-  prop(props, "code", "string", texts[lang].code);
-  cJSON *pk = prop(props, "packages", "array", texts[lang].packages);
+  prop(props, "code", "string", lang->code_doc);
+  cJSON *pk = prop(props, "packages", "array", lang->packages_doc);
   cJSON_AddStringToObject(cJSON_AddObjectToObject(pk, "items"), "type", "string");
   cJSON *env = prop(props, "env_variables", "object", "Environment variables for this call only.");
   cJSON_AddStringToObject(cJSON_AddObjectToObject(env, "additionalProperties"), "type", "string");
@@ -113,15 +85,15 @@ static cJSON *output_schema(void) {
   return s;
 }
 
-static cJSON *tool(const struct mcp_config *cfg, enum tool_lang lang) {
+static cJSON *tool(const struct mcp_config *cfg, const struct lang *lang) {
   cJSON *t = cJSON_CreateObject();
-  cJSON_AddStringToObject(t, "name", texts[lang].name);
-  cJSON_AddStringToObject(t, "title", texts[lang].title);
-  cJSON_AddStringToObject(t, "description", texts[lang].description);
+  cJSON_AddStringToObject(t, "name", lang->tool);
+  cJSON_AddStringToObject(t, "title", lang->title);
+  cJSON_AddStringToObject(t, "description", lang->description);
   cJSON_AddItemToObject(t, "inputSchema", input_schema(cfg, lang));
   cJSON_AddItemToObject(t, "outputSchema", output_schema());
   cJSON *ann = cJSON_AddObjectToObject(t, "annotations");
-  cJSON_AddStringToObject(ann, "title", texts[lang].title);
+  cJSON_AddStringToObject(ann, "title", lang->title);
   cJSON_AddBoolToObject(ann, "readOnlyHint", 0);
   cJSON_AddBoolToObject(ann, "destructiveHint", 0);
   cJSON_AddBoolToObject(ann, "idempotentHint", 0);
@@ -132,9 +104,10 @@ static cJSON *tool(const struct mcp_config *cfg, enum tool_lang lang) {
 cJSON *tools_list(const struct mcp_config *cfg) {
   cJSON *r = cJSON_CreateObject();
   cJSON *tools = cJSON_AddArrayToObject(r, "tools");
-  cJSON_AddItemToArray(tools, tool(cfg, LANG_PYTHON));
-  /* Offered only where Node.js is installed (the sandbox sees the host's /usr). */
-  if (tools_javascript_available(cfg))
-    cJSON_AddItemToArray(tools, tool(cfg, LANG_JAVASCRIPT));
+  /* execute_javascript only where Node.js is installed (the sandbox sees
+   * the host's /usr). */
+  for (size_t i = 0; i < langs_count; i++)
+    if (langs[i]->available(cfg))
+      cJSON_AddItemToArray(tools, tool(cfg, langs[i]));
   return r;
 }

@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 
 #include "common/frame.h"
-#include "sandbox/workspace.h"
 #include "common/util.h"
+#include "sandbox/workspace.h"
 
 static int open_dir_at(int dirfd, const char *name, mcp_error_t *err) {
   int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "fcgi/json_scan.h"
 #include "fcgi/tools.h"
 
 #define LOG_LEVEL_FILE "log_level"

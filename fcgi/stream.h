@@ -5,8 +5,8 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
-#include "fcgi/mcp.h"
 #include "common/util.h"
+#include "fcgi/rpc.h"
 #include "fcgi/sse.h"
 
 struct call_stream {

@@ -6,25 +6,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fcgi/files.h"
+#include "common/metrics.h"
+#include "common/util.h"
 #include "fcgi/audit.h"
+#include "fcgi/files.h"
 #include "fcgi/json_scan.h"
 #include "fcgi/stream.h"
-#include "common/metrics.h"
-#include "fcgi/npm.h"
-#include "fcgi/packages.h"
-#include "common/util.h"
 
 /* ---- arguments ---- */
-
-static int arg_fail(char *msg, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int arg_fail(char *msg, size_t size, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, size, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 static bool env_name_valid(const char *s) {
   if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
@@ -35,93 +24,90 @@ static bool env_name_valid(const char *s) {
   return true;
 }
 
-static int parse_env(const cJSON *env, char *msg, size_t size) {
+static int parse_env(const cJSON *env, mcp_error_t *err) {
   if (!cJSON_IsObject(env))
-    return arg_fail(msg, size, "env_variables must be an object whose values are strings");
+    return mcp_fail_public(err, MCP_ERR_INVALID, "env_variables must be an object whose values are strings");
   int n = 0;
   const cJSON *it;
   cJSON_ArrayForEach(it, env) {
     if (++n > MAX_ENV_VARS)
-      return arg_fail(msg, size, "env_variables: at most %d variables", MAX_ENV_VARS);
+      return mcp_fail_public(err, MCP_ERR_INVALID, "env_variables: at most %d variables", MAX_ENV_VARS);
     if (strlen(it->string) > MAX_ENV_NAME || !env_name_valid(it->string))
-      return arg_fail(msg, size, "env_variables: `%.64s` is not a valid name ([A-Za-z_][A-Za-z0-9_]*)", it->string);
+      return mcp_fail_public(err, MCP_ERR_INVALID,
+                             "env_variables: `%.64s` is not a valid name ([A-Za-z_][A-Za-z0-9_]*)", it->string);
     if (!cJSON_IsString(it))
-      return arg_fail(msg, size, "env_variables: the value of %.64s must be a string", it->string);
+      return mcp_fail_public(err, MCP_ERR_INVALID, "env_variables: the value of %.64s must be a string", it->string);
     if (strlen(it->valuestring) > MAX_ENV_VALUE)
-      return arg_fail(msg, size, "env_variables: the value of %.64s is longer than %d bytes", it->string,
-                      MAX_ENV_VALUE);
+      return mcp_fail_public(err, MCP_ERR_INVALID, "env_variables: the value of %.64s is longer than %d bytes",
+                             it->string, MAX_ENV_VALUE);
   }
   return 0;
 }
 
-int python_args_parse(const struct mcp_config *cfg, const cJSON *args, struct python_args *out, char *msg,
-                      size_t size) {
-  return code_args_parse(cfg, LANG_PYTHON, args, out, msg, size);
+static const char *const arg_names[] = {"code", "packages", "env_variables", "timeout_seconds", "files"};
+
+static int check_names(const cJSON *args, mcp_error_t *err) {
+  const cJSON *it;
+  cJSON_ArrayForEach(it, args) {
+    bool known = false;
+    for (size_t i = 0; i < ARRAY_SIZE(arg_names) && !known; i++)
+      known = strcmp(it->string, arg_names[i]) == 0;
+    if (!known)
+      return mcp_fail_public(err, MCP_ERR_INVALID,
+                             "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds, files",
+                             it->string);
+  }
+  return 0;
 }
 
-int code_args_parse(const struct mcp_config *cfg, enum tool_lang lang, const cJSON *args, struct python_args *out,
-                    char *msg, size_t size) {
+static int parse_timeout(const struct mcp_config *cfg, const cJSON *to, int *out, mcp_error_t *err) {
+  /* range before the integer test: converting a huge double is undefined */
+  if (!cJSON_IsNumber(to) || to->valuedouble < 1 || to->valuedouble > cfg->timeout_max ||
+      to->valuedouble != (double)(int64_t)to->valuedouble)
+    return mcp_fail_public(err, MCP_ERR_INVALID, "timeout_seconds must be an integer from 1 to %d", cfg->timeout_max);
+  *out = (int)to->valuedouble;
+  return 0;
+}
+
+/* An argument that is absent or null is not given. */
+static const cJSON *given(const cJSON *args, const char *name) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, name);
+  return cJSON_IsNull(v) ? NULL : v;
+}
+
+int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const cJSON *args, struct code_args *out,
+                    mcp_error_t *err) {
   memset(out, 0, sizeof(*out));
   out->lang = lang;
   out->timeout_s = cfg->timeout_default;
   if (args != NULL && !cJSON_IsObject(args) && !cJSON_IsNull(args))
-    return arg_fail(msg, size, "arguments must be an object");
-  const cJSON *it;
-  cJSON_ArrayForEach(it, args) {
-    if (strcmp(it->string, "code") != 0 && strcmp(it->string, "packages") != 0 &&
-        strcmp(it->string, "env_variables") != 0 && strcmp(it->string, "timeout_seconds") != 0 &&
-        strcmp(it->string, "files") != 0)
-      return arg_fail(msg, size,
-                      "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds, files",
-                      it->string);
-  }
+    return mcp_fail_public(err, MCP_ERR_INVALID, "arguments must be an object");
+  if (check_names(args, err) < 0)
+    return -1;
   const cJSON *code = cJSON_GetObjectItemCaseSensitive(args, "code");
   if (!cJSON_IsString(code))
-    return arg_fail(msg, size, "code is required and must be a string");
+    return mcp_fail_public(err, MCP_ERR_INVALID, "code is required and must be a string");
   if (strlen(code->valuestring) > cfg->max_code)
-    return arg_fail(msg, size, "code is longer than the limit of %llu bytes", (unsigned long long)cfg->max_code);
+    return mcp_fail_public(err, MCP_ERR_INVALID, "code is longer than the limit of %llu bytes",
+                           (unsigned long long)cfg->max_code);
   out->code = code->valuestring;
-  const cJSON *env = cJSON_GetObjectItemCaseSensitive(args, "env_variables");
-  if (env != NULL && !cJSON_IsNull(env)) {
-    if (parse_env(env, msg, size) < 0)
-      return -1;
-    out->env = env;
-  }
-  const cJSON *to = cJSON_GetObjectItemCaseSensitive(args, "timeout_seconds");
-  if (to != NULL && !cJSON_IsNull(to)) {
-    /* range before the integer test: converting a huge double is undefined */
-    if (!cJSON_IsNumber(to) || to->valuedouble < 1 || to->valuedouble > cfg->timeout_max ||
-        to->valuedouble != (double)(int64_t)to->valuedouble)
-      return arg_fail(msg, size, "timeout_seconds must be an integer from 1 to %d", cfg->timeout_max);
-    out->timeout_s = (int)to->valuedouble;
-  }
-  const cJSON *files = cJSON_GetObjectItemCaseSensitive(args, "files");
-  if (files != NULL && !cJSON_IsNull(files)) {
-    if (files_validate(cfg, files, msg, size) < 0)
-      return -1;
-    if (cJSON_GetArraySize(files) > 0)
-      out->files = files;
-  }
-  const cJSON *pk = cJSON_GetObjectItemCaseSensitive(args, "packages");
-  if (pk != NULL && !cJSON_IsNull(pk)) {
-    if ((lang == LANG_PYTHON ? packages_validate(pk, msg, size) : npm_validate(pk, msg, size)) < 0)
-      return -1;
-    if (cJSON_GetArraySize(pk) > 0)
-      out->packages = pk;
-  }
+  const cJSON *env = given(args, "env_variables"), *to = given(args, "timeout_seconds");
+  const cJSON *files = given(args, "files"), *pk = given(args, "packages");
+  if ((env != NULL && parse_env(env, err) < 0) || (to != NULL && parse_timeout(cfg, to, &out->timeout_s, err) < 0) ||
+      (files != NULL && files_validate(cfg, files, err) < 0) || (pk != NULL && lang->packages_validate(pk, err) < 0))
+    return -1;
+  out->env = env;
+  out->files = cJSON_GetArraySize(files) > 0 ? files : NULL;
+  out->packages = cJSON_GetArraySize(pk) > 0 ? pk : NULL;
   return 0;
-}
-
-static const char *installed_file(enum tool_lang lang) {
-  return lang == LANG_PYTHON ? "packages.installed" : "npm.installed";
 }
 
 /* Requirements installed in this session, one per line (session folder,
  * outside the workspace): asking again for them needs no download. */
-static bool all_installed(struct session *s, enum tool_lang lang, const cJSON *packages) {
+static bool all_installed(struct session *s, const struct lang *lang, const cJSON *packages) {
   cleanup_free char *text = NULL;
   mcp_error_t err = NULL;
-  if (read_file_at(s->dirfd, installed_file(lang), 1 << 20, &text, NULL, &err) < 0) {
+  if (read_file_at(s->dirfd, lang->installed_file, 1 << 20, &text, NULL, &err) < 0) {
     mcp_error_release(&err);
     return false;
   }
@@ -137,13 +123,13 @@ static bool all_installed(struct session *s, enum tool_lang lang, const cJSON *p
   return true;
 }
 
-static void remember_packages(struct session *s, enum tool_lang lang, const cJSON *packages) {
+static void remember_packages(struct session *s, const struct lang *lang, const cJSON *packages) {
   if (all_installed(s, lang, packages))
     return;
   cleanup_free char *text = NULL;
   size_t len = 0;
   mcp_error_t err = NULL;
-  if (read_file_at(s->dirfd, installed_file(lang), 1 << 20, &text, &len, &err) < 0)
+  if (read_file_at(s->dirfd, lang->installed_file, 1 << 20, &text, &len, &err) < 0)
     mcp_error_release(&err);
   cleanup_buf struct buf b = {0};
   buf_append(&b, text ? text : "", text ? len : 0);
@@ -152,46 +138,27 @@ static void remember_packages(struct session *s, enum tool_lang lang, const cJSO
     buf_append(&b, p->valuestring, strlen(p->valuestring));
     buf_append(&b, "\n", 1);
   }
-  if (b.len < (1 << 20) && write_file_atomic(s->dirfd, installed_file(lang), b.data, b.len, 0600, &err) < 0)
+  if (b.len < (1 << 20) && write_file_atomic(s->dirfd, lang->installed_file, b.data, b.len, 0600, &err) < 0)
     mcp_error_log_release(&err, "packages");
 }
 
-/* Download what the session does not have yet; -1 with c->result set. */
-/* Fetch what the session does not have yet: wheels for Python, an
- * installed npm tree for JavaScript (its name in npm_stage).  -1 with
- * c->result set when that fails. */
-static int fetch_packages(struct rpc_call *c, const struct python_args *pa, char stage[33]) {
+/* Fetch what the session does not have yet (langs.h: packages_fetch);
+ * -1 with c->result set when that fails. */
+static int fetch_packages(struct rpc_call *c, const struct code_args *ca, char stage[33]) {
   stage[0] = '\0';
-  /* npm: the installed tree of a set of specs is cached by the set, so
-   * asking is cheap; the executor copies it unless /work/node_modules
-   * already holds that very set (an older version asked for again, or a
-   * deleted node_modules, must be copied). */
-  if (pa->lang == LANG_PYTHON && all_installed(c->session, pa->lang, pa->packages))
+  if (!ca->lang->fetch_when_installed && all_installed(c->session, ca->lang, ca->packages))
     return 0;
-  char said[1600] = "";
   mcp_error_t err = NULL;
-  int r = pa->lang == LANG_PYTHON ? packages_fetch(c->ctx->cfg, pa->packages, said, sizeof(said), &err)
-                                  : npm_stage(c->ctx->cfg, pa->packages, stage, said, sizeof(said), &err);
-  if (r == 0)
+  if (ca->lang->packages_fetch(c->ctx->cfg, ca->packages, stage, &err) == 0)
     return 0;
   stage[0] = '\0';
-  char sentence[1800];
-  if (err->kind == MCP_ERR_INVALID && pa->lang == LANG_PYTHON)
-    snprintf(sentence, sizeof(sentence),
-             "The packages could not be downloaded as wheels from the package index; "
-             "nothing was installed and the code did not run. pip said:\n%s",
-             said);
-  else if (err->kind == MCP_ERR_INVALID)
-    snprintf(sentence, sizeof(sentence),
-             "The npm packages could not be installed from the registry (install "
-             "scripts never run); nothing was installed and the code did not run. npm said:\n%s",
-             said);
-  else
-    snprintf(sentence, sizeof(sentence), "The packages could not be fetched (internal error); the code did not run.");
-  if (err->kind != MCP_ERR_INVALID)
+  if (err->kind != MCP_ERR_INVALID) {
     mcp_error_log_release(&err, "packages");
+    c->result = tool_error_result("The packages could not be fetched (internal error); the code did not run.");
+    return -1;
+  }
+  c->result = tool_error_result(mcp_error_public(err));
   mcp_error_release(&err);
-  c->result = tool_error_result(sentence);
   return -1;
 }
 
@@ -214,7 +181,7 @@ static enum exec_outcome result_outcome(const struct call_result *r) {
 }
 
 /* Counters and the audit line of one call, whatever its end. */
-static void account(struct rpc_call *c, const struct python_args *pa, const struct call_result *res,
+static void account(struct rpc_call *c, const struct code_args *pa, const struct call_result *res,
                     enum exec_outcome outcome, int64_t started) {
   int64_t ms = now_ms() - started;
   uint64_t bytes = res ? res->out.len + res->err.len + res->files_bytes : 0;
@@ -224,7 +191,7 @@ static void account(struct rpc_call *c, const struct python_args *pa, const stru
     if (m != NULL)
       metrics_add(res->install_error ? &m->package_install_failures : &m->package_installs, 1);
   }
-  struct audit_entry e = {.tool = pa->lang == LANG_PYTHON ? "execute_python" : "execute_javascript",
+  struct audit_entry e = {.tool = pa->lang->tool,
                           .code = pa->code,
                           .packages = pa->packages,
                           .res = res,
@@ -234,57 +201,57 @@ static void account(struct rpc_call *c, const struct python_args *pa, const stru
   audit_call(c, &e);
 }
 
-static int run_code(struct rpc_call *c, enum tool_lang lang, const cJSON *args) {
+static int run_code(struct rpc_call *c, const struct lang *lang, const cJSON *args) {
   int64_t started = now_ms();
-  char msg[300];
-  struct python_args pa;
-  if (code_args_parse(c->ctx->cfg, lang, args, &pa, msg, sizeof(msg)) < 0) {
-    char sentence[340];
-    snprintf(sentence, sizeof(sentence), "Invalid arguments: %s.", msg);
+  struct code_args ca;
+  mcp_error_t err = NULL;
+  if (code_args_parse(c->ctx->cfg, lang, args, &ca, &err) < 0) {
+    char sentence[400];
+    snprintf(sentence, sizeof(sentence), "Invalid arguments: %s.", mcp_error_public(err));
+    mcp_error_release(&err);
     c->result = tool_error_result(sentence);
-    struct python_args none = {.lang = lang, .code = NULL};
+    struct code_args none = {.lang = lang, .code = NULL};
     account(c, &none, NULL, OUTCOME_REFUSED, started);
     return 0;
   }
   struct call_stream cs;
-  call_stream_init(&cs, c, pa.timeout_s);
+  call_stream_init(&cs, c, ca.timeout_s);
   char npm_stage[33] = "";
-  if (pa.packages != NULL && fetch_packages(c, &pa, npm_stage) < 0) {
-    account(c, &pa, NULL, OUTCOME_REFUSED, started);
+  if (ca.packages != NULL && fetch_packages(c, &ca, npm_stage) < 0) {
+    account(c, &ca, NULL, OUTCOME_REFUSED, started);
     return call_stream_finish(&cs, false);
   }
   char rpc_id[300];
   rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
-  struct call_request req = {.code = pa.code,
-                             .env = pa.env,
-                             .files = pa.files,
-                             .packages = lang == LANG_PYTHON ? pa.packages : NULL,
-                             .language = lang == LANG_PYTHON ? "python" : "javascript",
+  struct call_request req = {.code = ca.code,
+                             .env = ca.env,
+                             .files = ca.files,
+                             .packages = lang->packages_in_request ? ca.packages : NULL,
+                             .language = lang->name,
                              .npm_stage = npm_stage[0] ? npm_stage : NULL,
                              .rpc_id = rpc_id,
-                             .timeout_s = pa.timeout_s};
+                             .timeout_s = ca.timeout_s};
   struct call_result res;
-  mcp_error_t err = NULL;
   if (sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err) < 0) {
     c->result = tool_error_result(mcp_error_public(err));
     bool busy = err->kind == MCP_ERR_BUSY || err->kind == MCP_ERR_CAPACITY;
     if (!busy)
       mcp_error_log_release(&err, "tools/call");
     mcp_error_release(&err);
-    account(c, &pa, NULL, busy ? OUTCOME_BUSY : OUTCOME_SANDBOX, started);
+    account(c, &ca, NULL, busy ? OUTCOME_BUSY : OUTCOME_SANDBOX, started);
     call_result_free(&res);
     return call_stream_finish(&cs, false);
   }
-  res.timeout_s = pa.timeout_s;
-  if (pa.packages != NULL && !res.install_error && !res.input_error && !res.sandbox_lost)
-    remember_packages(c->session, pa.lang, pa.packages);
-  c->result = python_result(c->ctx->cfg, &res);
+  res.timeout_s = ca.timeout_s;
+  if (ca.packages != NULL && !res.install_error && !res.input_error && !res.sandbox_lost)
+    remember_packages(c->session, lang, ca.packages);
+  c->result = call_tool_result(c->ctx->cfg, &res);
   bool cancelled = res.cancelled;
   if (c->result == NULL)
     rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
   else
     res.files_bytes = results_add_outputs(c);
-  account(c, &pa, &res, result_outcome(&res), started);
+  account(c, &ca, &res, result_outcome(&res), started);
   call_result_free(&res);
   return call_stream_finish(&cs, cancelled);
 }
@@ -296,10 +263,9 @@ int tools_call(struct rpc_call *c) {
   if (!cJSON_IsString(name))
     return rpc_fail(c, RPC_INVALID_PARAMS, "tools/call: params.name must be a string");
   const cJSON *args = cJSON_GetObjectItemCaseSensitive(c->params, "arguments");
-  if (strcmp(name->valuestring, "execute_python") == 0)
-    return run_code(c, LANG_PYTHON, args);
-  if (strcmp(name->valuestring, "execute_javascript") == 0 && tools_javascript_available(c->ctx->cfg))
-    return run_code(c, LANG_JAVASCRIPT, args);
+  const struct lang *lang = lang_by_tool(name->valuestring);
+  if (lang != NULL && lang->available(c->ctx->cfg))
+    return run_code(c, lang, args);
   return rpc_fail(c, RPC_INVALID_PARAMS, "Unknown tool: %.100s", name->valuestring);
 }
 

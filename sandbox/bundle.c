@@ -1,8 +1,8 @@
 #include "config.h"
 
+#include "common/util.h"
 #include "sandbox/bundle.h"
 #include "sandbox/seccomp_policy.h"
-#include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

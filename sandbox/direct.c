@@ -3,16 +3,16 @@
  * the full responder -> supervisor -> executor path without root or gVisor. */
 #include "config.h"
 
-#include "sandbox/backend.h"
 #include "common/proc.h"
 #include "common/util.h"
+#include "sandbox/backend.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 

@@ -1,10 +1,10 @@
 #include "config.h"
 
+#include "common/proc.h"
+#include "common/util.h"
 #include "sandbox/backend.h"
 #include "sandbox/bundle.h"
 #include "sandbox/cgroups.h"
-#include "common/proc.h"
-#include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -28,14 +28,14 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include "common/frame.h"
+#include "common/metrics.h"
+#include "common/settings.h"
+#include "common/util.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroups.h"
-#include "common/metrics.h"
-#include "common/frame.h"
-#include "common/settings.h"
 #include "sandbox/client.h"
 #include "sandbox/supervisor.h"
-#include "common/util.h"
 #include "sandbox/workspace.h"
 
 #define MAX_CLIENTS 32

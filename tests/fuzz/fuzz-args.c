@@ -21,10 +21,10 @@
 
 #include "fcgi/files.h"
 #include "fcgi/json_scan.h"
-#include "fcgi/tools.h"
-#include "fuzz.h"
 #include "fcgi/npm.h"
 #include "fcgi/packages.h"
+#include "fcgi/tools.h"
+#include "fuzz.h"
 
 static struct mcp_config cfg;
 
@@ -63,7 +63,7 @@ static bool env_name_ok(const char *s) {
   return n > 0 && strchr(head, s[0]) != NULL && strspn(s, tail) == n;
 }
 
-static void check_parsed(const cJSON *args, const struct python_args *pa) {
+static void check_parsed(const cJSON *args, const struct code_args *pa) {
   if (pa->code == NULL || strlen(pa->code) > cfg.max_code)
     fuzz_fail("accepted without code, or with code over max_code");
   if (pa->timeout_s < 1 || pa->timeout_s > cfg.timeout_max)
@@ -73,12 +73,11 @@ static void check_parsed(const cJSON *args, const struct python_args *pa) {
     if (!cJSON_IsString(e) || e->string == NULL || !env_name_ok(e->string))
       fuzz_fail("accepted an env variable that is not NAME: string");
   }
-  char msg[300];
-  if (pa->files != NULL && files_validate(&cfg, pa->files, msg, sizeof(msg)) < 0)
-    fuzz_fail("accepted files that files_validate refuses: %s", msg);
-  if (pa->packages != NULL && (pa->lang == LANG_PYTHON ? packages_validate(pa->packages, msg, sizeof(msg))
-                                                       : npm_validate(pa->packages, msg, sizeof(msg))) < 0)
-    fuzz_fail("accepted packages that the tool's check refuses: %s", msg);
+  mcp_error_t err = NULL;
+  if (pa->files != NULL && files_validate(&cfg, pa->files, &err) < 0)
+    fuzz_fail("accepted files that files_validate refuses: %s", mcp_error_public(err));
+  if (pa->packages != NULL && pa->lang->packages_validate(pa->packages, &err) < 0)
+    fuzz_fail("accepted packages that the tool's check refuses: %s", mcp_error_public(err));
   /* No argument but the five known ones. */
   const cJSON *it;
   cJSON_ArrayForEach(it, args) {
@@ -96,20 +95,19 @@ static void each_requirement(const cJSON *v, int depth) {
   if (depth > 64)
     return;
   for (; v != NULL; v = v->next) {
-    char why[160];
     if (cJSON_IsString(v)) {
-      why[0] = '\0';
-      if (package_check(v->valuestring, why, sizeof(why)) < 0)
-        check_sentence(why, "package_check");
+      const char *why = package_problem(v->valuestring);
+      if (why != NULL)
+        check_sentence(why, "package_problem");
       else if (strpbrk(v->valuestring, "/\\:@;") != NULL || strlen(v->valuestring) > 200)
-        fuzz_fail("package_check accepted `%.200s`", v->valuestring);
-      why[0] = '\0';
-      if (npm_spec_check(v->valuestring, why, sizeof(why)) < 0)
-        check_sentence(why, "npm_spec_check");
+        fuzz_fail("package_problem accepted `%.200s`", v->valuestring);
+      why = npm_spec_problem(v->valuestring);
+      if (why != NULL)
+        check_sentence(why, "npm_spec_problem");
       else if (v->valuestring[0] == '-' || strpbrk(v->valuestring, ":\\#") != NULL ||
                strstr(v->valuestring, "..") != NULL || (strchr(v->valuestring, '/') && v->valuestring[0] != '@'))
         /* an option, a URL, a git or file spec, a path */
-        fuzz_fail("npm_spec_check accepted `%.200s`", v->valuestring);
+        fuzz_fail("npm_spec_problem accepted `%.200s`", v->valuestring);
     }
     if (cJSON_IsArray(v) || cJSON_IsObject(v))
       each_requirement(v->child, depth + 1);
@@ -124,35 +122,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (args == NULL)
     return 0;
 
-  struct python_args pa;
-  char msg[300] = "";
-  static const enum tool_lang langs[] = {LANG_PYTHON, LANG_JAVASCRIPT};
-  for (size_t i = 0; i < ARRAY_SIZE(langs); i++) {
-    msg[0] = '\0';
-    if (code_args_parse(&cfg, langs[i], args, &pa, msg, sizeof(msg)) == 0)
+  struct code_args pa;
+  for (size_t i = 0; i < langs_count; i++) {
+    mcp_error_t err = NULL;
+    if (code_args_parse(&cfg, langs[i], args, &pa, &err) == 0)
       check_parsed(args, &pa);
     else
-      check_sentence(msg, "code_args_parse");
+      check_sentence(mcp_error_public(err), "code_args_parse");
+    mcp_error_release(&err);
   }
-
-  msg[0] = '\0';
-  if (files_validate(&cfg, args, msg, sizeof(msg)) < 0)
-    check_sentence(msg, "files_validate");
-  msg[0] = '\0';
-  if (packages_validate(args, msg, sizeof(msg)) < 0)
-    check_sentence(msg, "packages_validate");
-  msg[0] = '\0';
-  if (npm_validate(args, msg, sizeof(msg)) < 0)
-    check_sentence(msg, "npm_validate");
+  /* Each check alone, on the whole input. */
+  static const struct {
+    const char *name;
+    int (*fn)(const cJSON *, mcp_error_t *);
+  } lists[] = {{"packages_validate", packages_validate}, {"npm_validate", npm_validate}};
+  mcp_error_t err = NULL;
+  if (files_validate(&cfg, args, &err) < 0)
+    check_sentence(mcp_error_public(err), "files_validate");
+  mcp_error_release(&err);
+  for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+    if (lists[i].fn(args, &err) < 0)
+      check_sentence(mcp_error_public(err), lists[i].name);
+    mcp_error_release(&err);
+  }
   each_requirement(args, 0);
 
   /* The raw input as one requirement too (NUL-terminated copy). */
   cleanup_free char *req = xstrndup(text, size < 512 ? size : 512);
-  char why[160] = "";
-  if (req != NULL && package_check(req, why, sizeof(why)) < 0)
-    check_sentence(why, "package_check");
-  why[0] = '\0';
-  if (req != NULL && npm_spec_check(req, why, sizeof(why)) < 0)
-    check_sentence(why, "npm_spec_check");
+  const char *why = req != NULL ? package_problem(req) : NULL;
+  if (why != NULL)
+    check_sentence(why, "package_problem");
+  why = req != NULL ? npm_spec_problem(req) : NULL;
+  if (why != NULL)
+    check_sentence(why, "npm_spec_problem");
   return 0;
 }

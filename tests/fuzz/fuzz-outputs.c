@@ -26,9 +26,9 @@
 
 #include "fcgi/files.h"
 #include "fcgi/mcp.h"
+#include "fcgi/outputs.h"
 #include "fcgi/resources.h"
 #include "fuzz.h"
-#include "fcgi/outputs.h"
 
 #define NAME_MAX_FUZZ 200
 

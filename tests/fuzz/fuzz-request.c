@@ -40,9 +40,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/metrics.h"
 #include "fcgi/mcp.h"
 #include "fuzz.h"
-#include "common/metrics.h"
 
 #define TOKEN "fuzz"
 #define ACCEPT_BOTH "application/json, text/event-stream"

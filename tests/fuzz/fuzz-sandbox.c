@@ -12,7 +12,7 @@
  * the real one: sandbox_call() (frame_read, the bounded output buffers,
  * call_result_parse), with the stream events going to call_stream_event()
  * on an SSE stream (stdout/stderr lines as notifications/message,
- * utf8_sanitize), then python_result() or the tool error, then
+ * utf8_sanitize), then call_tool_result() or the tool error, then
  * call_stream_finish().  The whole event stream must be well-formed JSON
  * for a client; output kept must respect output_limit.
  *
@@ -33,13 +33,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/frame.h"
+#include "fcgi/call.h"
 #include "fcgi/json_scan.h"
 #include "fcgi/mcp.h"
 #include "fcgi/stream.h"
 #include "fcgi/tools.h"
 #include "fuzz.h"
-#include "fcgi/call.h"
-#include "common/frame.h"
 
 static struct mcp_config cfg;
 static struct store store;
@@ -167,7 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (res.exit_code < 0 || res.exit_code > 255 || res.duration_ms < 0)
       fuzz_fail("result out of range: exit %d, duration %lld", res.exit_code, (long long)res.duration_ms);
     res.timeout_s = req.timeout_s;
-    c.result = python_result(&cfg, &res);
+    c.result = call_tool_result(&cfg, &res);
     cancelled = res.cancelled;
   }
   call_result_free(&res);

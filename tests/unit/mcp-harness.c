@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fcgi/keeper.h"
 #include "common/util.h"
+#include "fcgi/keeper.h"
 #include "tap.h"
 
 #ifndef TEST_BUILDDIR

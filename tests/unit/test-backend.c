@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/backend.h"
 #include "common/frame.h"
-#include "tap.h"
 #include "common/util.h"
+#include "sandbox/backend.h"
+#include "tap.h"
 
 #define SANDBOX_ID "0123456789abcdef0123456789abcdef"
 

@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "sandbox/bundle.h"
 #include "tap.h"
-#include "common/util.h"
 
 static const struct bundle_spec base = {
     .rootfs = "/state/rootfs",

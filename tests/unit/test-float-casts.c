@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "fcgi/mcp.h"
 #include "fcgi/tools.h"
-#include "common/util.h"
 #include "tap.h"
 
 static int sink_write(void *opaque, const char *data, size_t len) { return buf_append(opaque, data, len); }
@@ -50,9 +50,10 @@ static int parse_timeout(const char *value) {
   char text[128];
   snprintf(text, sizeof(text), "{\"code\":\"1\",\"timeout_seconds\":%s}", value);
   cJSON *args = cJSON_Parse(text);
-  struct python_args pa;
-  char msg[300];
-  int r = python_args_parse(&cfg, args, &pa, msg, sizeof(msg));
+  struct code_args pa;
+  mcp_error_t err = NULL;
+  int r = code_args_parse(&cfg, lang_by_tool("execute_python"), args, &pa, &err);
+  mcp_error_release(&err);
   cJSON_Delete(args);
   return r == -1 ? 0 : 3;
 }

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "common/frame.h"
-#include "tap.h"
 #include "common/util.h"
+#include "tap.h"
 
 static void header(unsigned char h[FRAME_HEADER], int type, uint32_t len) {
   h[0] = (unsigned char)type;

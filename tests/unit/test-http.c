@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fcgi/http.h"
 #include "common/util.h"
+#include "fcgi/http.h"
 #include "tap.h"
 
 struct accept_case {

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mcp-harness.h"
 #include "common/util.h"
+#include "mcp-harness.h"
 #include "tap.h"
 
 static struct harness h;

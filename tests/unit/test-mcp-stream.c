@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mcp-harness.h"
 #include "common/util.h"
+#include "mcp-harness.h"
 #include "tap.h"
 
 static struct harness h;

@@ -1,6 +1,6 @@
 /* What comes back from a sandbox, and what goes to the client:
  * call_result_parse() on hostile payloads, call_request_json(),
- * utf8_sanitize(), python_args_parse() and python_result(). */
+ * utf8_sanitize(), python_args_parse() and call_tool_result(). */
 #include "config.h"
 
 #include <errno.h>
@@ -240,6 +240,7 @@ static const struct arg_case args_cases[] = {
 };
 
 static void args_tests(void) {
+  const struct lang *python = lang_by_tool("execute_python");
   struct mcp_config cfg;
   config_defaults(&cfg);
   for (size_t i = 0; i < ARRAY_SIZE(args_cases); i++) {
@@ -247,9 +248,10 @@ static void args_tests(void) {
     cJSON *a = c->args ? cJSON_Parse(c->args) : NULL;
     if (c->args != NULL && a == NULL)
       bail_out("test input is not JSON: %s", c->args);
-    struct python_args pa;
-    char msg[300] = "";
-    int r = python_args_parse(&cfg, a, &pa, msg, sizeof(msg));
+    struct code_args pa;
+    mcp_error_t err = NULL;
+    int r = code_args_parse(&cfg, python, a, &pa, &err);
+    const char *msg = err != NULL ? mcp_error_public(err) : "";
     if (c->msg == NULL) {
       is_int(r, 0, "arguments %s are valid", c->args);
       if (r < 0)
@@ -262,19 +264,20 @@ static void args_tests(void) {
       else
         is_str(msg, c->msg, "with the sentence");
     }
+    mcp_error_release(&err);
     cJSON_Delete(a);
   }
 
-  struct python_args pa;
-  char msg[300];
+  struct code_args pa;
+  mcp_error_t err = NULL;
   cJSON *a =
       cJSON_Parse("{\"code\":\"x\",\"timeout_seconds\":42,\"env_variables\":{\"K\":\"v\"},\"packages\":[\"p\"]}");
-  python_args_parse(&cfg, a, &pa, msg, sizeof(msg));
+  code_args_parse(&cfg, python, a, &pa, &err);
   ok(pa.code && strcmp(pa.code, "x") == 0 && pa.timeout_s == 42 && cJSON_IsObject(pa.env) && cJSON_IsArray(pa.packages),
      "parsed arguments are returned");
   cJSON_Delete(a);
   a = cJSON_Parse("{\"code\":\"x\"}");
-  python_args_parse(&cfg, a, &pa, msg, sizeof(msg));
+  code_args_parse(&cfg, python, a, &pa, &err);
   ok(pa.timeout_s == 60 && pa.env == NULL && pa.packages == NULL, "defaults: timeout_default, no env, no packages");
   cJSON_Delete(a);
 
@@ -285,8 +288,9 @@ static void args_tests(void) {
   memset(big + 9, 'x', 1025);
   snprintf(big + 9 + 1025, 8, "\"}");
   a = cJSON_Parse(big);
-  is_int(python_args_parse(&cfg, a, &pa, msg, sizeof(msg)), -1, "code longer than max_code");
-  is_str(msg, "code is longer than the limit of 1024 bytes", "says the limit");
+  is_int(code_args_parse(&cfg, python, a, &pa, &err), -1, "code longer than max_code");
+  is_str(err ? mcp_error_public(err) : "", "code is longer than the limit of 1024 bytes", "says the limit");
+  mcp_error_release(&err);
   cJSON_Delete(a);
   free(big);
 
@@ -300,8 +304,9 @@ static void args_tests(void) {
   }
   buf_append(&b, "}}", 2);
   a = cJSON_Parse(b.data);
-  is_int(python_args_parse(&cfg, a, &pa, msg, sizeof(msg)), -1, "more than MAX_ENV_VARS variables");
-  is_str(msg, "env_variables: at most 256 variables", "says the limit");
+  is_int(code_args_parse(&cfg, python, a, &pa, &err), -1, "more than MAX_ENV_VARS variables");
+  is_str(err ? mcp_error_public(err) : "", "env_variables: at most 256 variables", "says the limit");
+  mcp_error_release(&err);
   cJSON_Delete(a);
   buf_free(&b);
 }
@@ -315,7 +320,7 @@ static void result_tests(void) {
   buf_append(&r.err, "", 0);
   r.exit_code = 0;
   r.duration_ms = 12;
-  cJSON *res = python_result(&cfg, &r);
+  cJSON *res = call_tool_result(&cfg, &r);
   const cJSON *sc = cJSON_GetObjectItem(res, "structuredContent");
   is_str(cJSON_GetStringValue(cJSON_GetObjectItem(sc, "stdout")), "hi" R "\n", "stdout is sanitized");
   is_str(cJSON_GetStringValue(cJSON_GetObjectItem(sc, "stderr")), "", "empty stderr is an empty string");
@@ -332,18 +337,18 @@ static void result_tests(void) {
   cJSON_Delete(res);
 
   r.exit_code = 1;
-  res = python_result(&cfg, &r);
+  res = call_tool_result(&cfg, &r);
   ok(cJSON_IsTrue(cJSON_GetObjectItem(res, "isError")), "a non-zero exit is an error");
   cJSON_Delete(res);
   r.exit_code = 0;
   r.timed_out = true;
-  res = python_result(&cfg, &r);
+  res = call_tool_result(&cfg, &r);
   ok(cJSON_IsTrue(cJSON_GetObjectItem(res, "isError")), "a timeout is an error");
   cJSON_Delete(res);
   call_result_free(&r);
 
   memset(&r, 0, sizeof(r));
-  res = python_result(&cfg, &r);
+  res = call_tool_result(&cfg, &r);
   is_str(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(res, "structuredContent"), "stdout")), "",
          "no output at all is an empty string");
   cJSON_Delete(res);

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "common/settings.h"
-#include "tap.h"
 #include "common/util.h"
+#include "tap.h"
 
 extern char **environ;
 

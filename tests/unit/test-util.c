@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tap.h"
 #include "common/util.h"
+#include "tap.h"
 
 static char tmp[1024];
 static int tmp_fd;

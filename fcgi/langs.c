@@ -1,0 +1,72 @@
+/* The table of languages (see langs.h). */
+#include "config.h"
+
+#include "fcgi/langs.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "fcgi/npm.h"
+#include "fcgi/packages.h"
+
+static bool always(const struct mcp_config *cfg) { return cfg != NULL; }
+static bool node_installed(const struct mcp_config *cfg) { return access(cfg->node, X_OK) == 0; }
+
+static int wheels_fetch(const struct mcp_config *cfg, const cJSON *packages, char stage[33], mcp_error_t *err) {
+  stage[0] = '\0';
+  return packages_fetch(cfg, packages, err);
+}
+
+static const struct lang python = {
+    .name = "python",
+    .tool = "execute_python",
+    .title = "Run Python",
+    .description = "Run Python 3 code in this session's isolated sandbox (gVisor, no network). The working "
+                   "directory /work persists between calls of the session: files and installed packages stay, "
+                   "variables do not (each call is a fresh process). Returns stdout, stderr and the exit code; "
+                   "isError is true when the code fails or times out. Files written to output/ come back.",
+    .code_doc = "Python 3 source code, run as __main__ in a fresh process. Print what you want to see; "
+                "write files to output/ to get them back.",
+    .packages_doc = "Python packages (PEP 508 requirements such as requests or pandas>=2) to install into the "
+                    "session before running; installed packages stay for the session's later calls.",
+    .installed_file = "packages.installed",
+    .packages_validate = packages_validate,
+    .packages_fetch = wheels_fetch,
+    .packages_in_request = true,
+    .fetch_when_installed = false,
+    .available = always,
+};
+
+static const struct lang javascript = {
+    .name = "javascript",
+    .tool = "execute_javascript",
+    .title = "Run JavaScript",
+    .description = "Run JavaScript (Node.js) in this session's isolated sandbox, beside execute_python: the "
+                   "same persistent /work, limits and results. The code is an ES module: import, require "
+                   "and top-level await work; an unhandled rejection fails the call.",
+    .code_doc = "JavaScript source, run by Node.js as an ES module in a fresh process (require is "
+                "available too). console.log what you want to see; write files to output/ to get them "
+                "back.",
+    .packages_doc = "npm packages (name or name@version, e.g. lodash@4) to install into the session's "
+                    "/work/node_modules before running; install scripts never run.",
+    .installed_file = "npm.installed",
+    .packages_validate = npm_validate,
+    .packages_fetch = npm_stage,
+    .packages_in_request = false,
+    /* The installed tree of a set of specs is cached by the set, so asking
+     * is cheap; the executor copies it unless /work/node_modules already
+     * holds that very set. */
+    .fetch_when_installed = true,
+    .available = node_installed,
+};
+
+const struct lang *const langs[] = {&python, &javascript};
+const size_t langs_count = ARRAY_SIZE(langs);
+
+const struct lang *lang_by_tool(const char *tool) {
+  for (size_t i = 0; i < langs_count; i++)
+    if (strcmp(langs[i]->tool, tool) == 0)
+      return langs[i];
+  return NULL;
+}
