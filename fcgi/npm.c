@@ -164,7 +164,7 @@ int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33]
   argv_add(&argv, ".npm-cache");
   argv_add(&argv, "--");
   const cJSON *p;
-  cJSON_ArrayForEach(p, packages) argv_add(&argv, p->valuestring);
+  cJSON_ArrayForEach(p, packages) { argv_add(&argv, p->valuestring); }
   if (argv.oom)
     return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "npm's command line");
   cleanup_buf struct buf out = {0};

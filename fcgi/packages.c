@@ -221,7 +221,7 @@ int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, mcp_erro
   argv_add(&argv, wheels);
   argv_add(&argv, "--");
   const cJSON *p;
-  cJSON_ArrayForEach(p, packages) argv_add(&argv, p->valuestring);
+  cJSON_ArrayForEach(p, packages) { argv_add(&argv, p->valuestring); }
   if (argv.oom)
     return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "pip's command line");
   char home[PATH_MAX + 96];
