@@ -21,128 +21,36 @@ struct key {
   size_t offset;
   size_t size; /* for strings */
   int64_t min, max;
+  int64_t dflt;          /* numbers */
+  const char *dflt_text; /* strings */
+  const char *shown;     /* the default as the README shows it, or NULL */
+  const char *doc;
 };
 
-#define STR(n)                                                                                                         \
-  { #n, C_STR, offsetof(struct mcp_config, n), sizeof(((struct mcp_config *)0)->n), 0, 0 }
-#define INT(n, lo, hi)                                                                                                 \
-  { #n, C_INT, offsetof(struct mcp_config, n), 0, lo, hi }
-#define SIZE(n, lo, hi)                                                                                                \
-  { #n, C_SIZE, offsetof(struct mcp_config, n), 0, lo, hi }
-
+#define SETTING_INT(n, d, lo, hi, sh, doc) {#n, C_INT, offsetof(struct mcp_config, n), 0, lo, hi, d, NULL, sh, doc},
+#define SETTING_SIZE(n, d, lo, hi, sh, doc)                                                                            \
+  {#n, C_SIZE, offsetof(struct mcp_config, n), 0, lo, hi, (int64_t)(d), NULL, sh, doc},
+#define SETTING_STR(n, sz, d, sh, doc)                                                                                 \
+  {#n, C_STR, offsetof(struct mcp_config, n), sizeof(((struct mcp_config *)0)->n), 0, 0, 0, d, sh, doc},
 static const struct key keys[] = {
-    STR(state_dir),
-    STR(fcgi_socket),
-    STR(socket_group),
-    STR(libexec_dir),
-    STR(backend),
-    STR(runsc),
-    STR(runsc_platform),
-    STR(allowed_origins),
-    STR(python),
-    STR(preload_modules),
-    STR(learn_modules),
-    STR(cgroup_parent),
-    STR(audit_log),
-    STR(package_index),
-    STR(package_user),
-    STR(npm_registry),
-    STR(node),
-    INT(package_timeout, 5, 3600),
-    INT(responders, 0, 256),
-    INT(responder_threads, 1, 256),
-    INT(idle_timeout, 5, 7 * 86400),
-    INT(timeout_default, 1, 86400),
-    INT(timeout_max, 1, 86400),
-    INT(busy_wait, 0, 3600),
-    INT(pool_size, 0, 64),
-    INT(max_sessions, 1, 100000),
-    INT(max_concurrent, 0, 4096),
-    INT(capacity_wait, 0, 3600),
-    INT(cpu_limit, 1, 86400),
-    INT(nproc_limit, 8, 100000),
-    INT(nofile_limit, 16, 1048576),
-    INT(sandbox_uid, 1, 65534),
-    INT(sandbox_gid, 1, 65534),
-    INT(sandbox_pids, 0, 1 << 22),
-    INT(sandboxes_pids, 0, 1 << 22),
-    SIZE(max_body, 1024, (int64_t)1 << 32),
-    SIZE(output_limit, 1024, (int64_t)1 << 32),
-    SIZE(memory_limit, (int64_t)32 << 20, (int64_t)1 << 40),
-    SIZE(fsize_limit, (int64_t)1 << 20, (int64_t)1 << 40),
-    SIZE(tmp_size, (int64_t)1 << 20, (int64_t)1 << 40),
-    SIZE(shm_size, (int64_t)1 << 20, (int64_t)1 << 40),
-    SIZE(workspace_quota, (int64_t)1 << 20, (int64_t)1 << 50),
-    SIZE(max_code, 1024, (int64_t)1 << 30),
-    SIZE(output_file_max, 0, (int64_t)1 << 32),
-    SIZE(output_total_max, 0, (int64_t)1 << 32),
-    INT(output_files_max, 0, 10000),
-    INT(input_files_max, 0, 10000),
-    SIZE(sandbox_memory, 0, (int64_t)1 << 50),
-    SIZE(sandboxes_memory, 0, (int64_t)1 << 50),
+#include "common/settings.def"
 };
+#undef SETTING_INT
+#undef SETTING_SIZE
+#undef SETTING_STR
 
 void config_defaults(struct mcp_config *cfg) {
   memset(cfg, 0, sizeof(*cfg));
-  snprintf(cfg->state_dir, sizeof(cfg->state_dir), "/var/lib/mcp-sandbox");
-  snprintf(cfg->socket_group, sizeof(cfg->socket_group), "www-data");
-  snprintf(cfg->libexec_dir, sizeof(cfg->libexec_dir), "%s", MCP_LIBEXEC_DIR);
-  snprintf(cfg->backend, sizeof(cfg->backend), "runsc");
-  snprintf(cfg->runsc, sizeof(cfg->runsc), "/usr/bin/runsc");
-  snprintf(cfg->runsc_platform, sizeof(cfg->runsc_platform), "ptrace");
-  snprintf(cfg->python, sizeof(cfg->python), "/usr/bin/python3");
-  /* Heavy template modules are imported by a session's executor only after
-   * the session used them: idle sessions stay small, warm calls fast. */
-  snprintf(cfg->learn_modules, sizeof(cfg->learn_modules),
-           "numpy,pandas,matplotlib,matplotlib.pyplot,PIL,PIL.Image,scipy");
-  cfg->responders = 0;
-  cfg->responder_threads = 8;
-  cfg->idle_timeout = 600;
-  cfg->timeout_default = 60;
-  cfg->timeout_max = 300;
-  cfg->busy_wait = 60;
-  cfg->pool_size = 2;
-  cfg->max_sessions = 256;
-  cfg->max_concurrent = 0;
-  cfg->capacity_wait = 10;
-  cfg->cpu_limit = 60;
-  /* A fork bomb of Python processes must hit this before the sandbox's
-   * memory backstop (each forked interpreter soon owns ~6 MiB). */
-  cfg->nproc_limit = 128;
-  cfg->nofile_limit = 1024;
-  cfg->sandbox_uid = 1000;
-  cfg->sandbox_gid = 1000;
-  /* "auto": mcp-sandbox-<hash of state_dir>, so that two services on one
-   * machine never touch each other's cgroups (see validate()). */
-  snprintf(cfg->cgroup_parent, sizeof(cfg->cgroup_parent), "auto");
-  snprintf(cfg->package_index, sizeof(cfg->package_index), "https://pypi.org/simple");
-  snprintf(cfg->audit_log, sizeof(cfg->audit_log), "default"); /* <state>/logs/audit.log */
-  snprintf(cfg->package_user, sizeof(cfg->package_user), "nobody");
-  snprintf(cfg->npm_registry, sizeof(cfg->npm_registry), "https://registry.npmjs.org/");
-  snprintf(cfg->node, sizeof(cfg->node), "/usr/bin/node");
-  cfg->package_timeout = 120;
-  /* Host tasks, not sandbox processes: the sentry needs ~65 of its own,
-   * about six per idle sandbox process on the ptrace platform, and many
-   * more while processes keep calling fork (measured: a fork bomb held at
-   * 128 processes by RLIMIT_NPROC peaks at ~3,600 host tasks).  The call's
-   * RLIMIT_NPROC must stop a bomb well before this backstop, which kills
-   * the whole sandbox.  0 = 32 x nproc_limit + 512. */
-  cfg->sandbox_pids = 0;
-  /* All sandboxes together stay well below the host's pid_max: 0 = 3/4. */
-  cfg->sandboxes_pids = 0;
-
-  cfg->max_body = 10 << 20;
-  cfg->output_limit = 1 << 20;
-  cfg->memory_limit = (uint64_t)512 << 20;
-  cfg->fsize_limit = (uint64_t)1 << 30;
-  cfg->tmp_size = (uint64_t)256 << 20;
-  cfg->shm_size = (uint64_t)64 << 20;
-  cfg->workspace_quota = (uint64_t)1 << 30;
-  cfg->max_code = 1 << 20;
-  cfg->output_file_max = 10 << 20;
-  cfg->output_total_max = 20 << 20;
-  cfg->output_files_max = 20;
-  cfg->input_files_max = 100;
+  for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+    const struct key *k = &keys[i];
+    char *field = (char *)cfg + k->offset;
+    if (k->type == C_STR)
+      snprintf(field, k->size, "%s", k->dflt_text);
+    else if (k->type == C_INT)
+      *(int *)field = (int)k->dflt;
+    else
+      *(uint64_t *)field = (uint64_t)k->dflt;
+  }
 }
 
 static int parse_number(const char *v, bool size_units, int64_t *out) {
@@ -309,6 +217,38 @@ int config_load(struct mcp_config *cfg, mcp_error_t *err) {
       return mcp_error_wrap(err, -1, "environment variable %s", env);
   }
   return validate(cfg, err);
+}
+
+/* 1G, 512M, 1K: sizes as a person writes them. */
+static void size_text(uint64_t v, char *buf, size_t size) {
+  static const char units[] = "GMK";
+  for (int i = 0; i < 3; i++) {
+    uint64_t unit = (uint64_t)1 << (10 * (3 - i));
+    if (v >= unit && v % unit == 0) {
+      snprintf(buf, size, "%llu%c", (unsigned long long)(v / unit), units[i]);
+      return;
+    }
+  }
+  snprintf(buf, size, "%llu", (unsigned long long)v);
+}
+
+void config_markdown(FILE *out) {
+  fprintf(out, "| key | default | meaning |\n|---|---|---|\n");
+  for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+    const struct key *k = &keys[i];
+    char dflt[160];
+    if (k->shown != NULL)
+      snprintf(dflt, sizeof(dflt), "%s", k->shown);
+    else if (k->type == C_INT)
+      snprintf(dflt, sizeof(dflt), "%lld", (long long)k->dflt);
+    else if (k->type == C_SIZE)
+      size_text((uint64_t)k->dflt, dflt, sizeof(dflt));
+    else if (k->dflt_text[0] == '\0')
+      snprintf(dflt, sizeof(dflt), "(none)");
+    else
+      snprintf(dflt, sizeof(dflt), "`%.150s`", k->dflt_text);
+    fprintf(out, "| `%s` | %s | %s |\n", k->name, dflt, k->doc);
+  }
 }
 
 void config_print(const struct mcp_config *cfg, FILE *out) {

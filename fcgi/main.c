@@ -9,7 +9,7 @@
  * double fork and adopted here, so they survive a responder that dies and
  * are still ours to stop.
  *
- * usage: mcp-server [--print-config] */
+ * usage: mcp-server [--print-config | --settings-table] */
 #include "config.h"
 
 #include <dirent.h>
@@ -264,8 +264,12 @@ int main(int argc, char **argv) {
     config_print(&m.cfg, stdout);
     return 0;
   }
+  if (argc > 1 && strcmp(argv[1], "--settings-table") == 0) {
+    config_markdown(stdout);
+    return 0;
+  }
   if (argc > 1) {
-    fprintf(stderr, "usage: mcp-server [--print-config]\n");
+    fprintf(stderr, "usage: mcp-server [--print-config | --settings-table]\n");
     return 2;
   }
   if (m.cfg.responders > MAX_RESPONDERS)

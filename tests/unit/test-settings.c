@@ -259,6 +259,37 @@ static void path_tests(void) {
   free(out);
 }
 
+/* The README's table of settings is the declaration's (settings.def):
+ * every key, its default and its meaning, in order. */
+static void readme_tests(void) {
+  char *table = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&table, &len);
+  config_markdown(f);
+  fclose(f);
+  FILE *r = fopen(TEST_SRCDIR "/README.md", "re");
+  if (r == NULL)
+    bail_out("README.md: %s", strerror(errno));
+  struct buf readme = {0};
+  char line[4096];
+  bool in_table = false;
+  while (fgets(line, sizeof(line), r) != NULL) {
+    if (strcmp(line, "| key | default | meaning |\n") == 0)
+      in_table = true;
+    if (in_table && line[0] != '|')
+      break;
+    if (in_table)
+      buf_append(&readme, line, strlen(line));
+  }
+  fclose(r);
+  is_str(readme.data ? readme.data : "", table,
+         "README.md's configuration table is `mcp-server --settings-table` (regenerate it from settings.def)");
+  like(table, "| `max_body` | 10M | ", "sizes are shown with their unit");
+  like(table, "| `responders` | 2 x cores | ", "computed defaults are described");
+  buf_free(&readme);
+  free(table);
+}
+
 int main(void) {
   clear_mcp_env();
   defaults_tests();
@@ -269,6 +300,7 @@ int main(void) {
     bail_out("mkdtemp");
   load_tests();
   path_tests();
+  readme_tests();
   mcp_error_t err = NULL;
   int dfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   remove_tree_at(dfd, tmp + 1, &err);
