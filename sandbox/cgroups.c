@@ -5,7 +5,7 @@
  * parent caps all sandboxes of this service together.  These limits are a
  * backstop only: in this gVisor build, reaching a cgroup limit kills the
  * whole sandbox (memory) or panics its kernel (pids), so the graceful limits
- * are the rlimits the executor sets for each call (RUNSC.md). */
+ * are the rlimits the executor sets for each call (sandbox/GVISOR.md). */
 #include "config.h"
 
 #include "sandbox/cgroups.h"

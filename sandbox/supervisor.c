@@ -10,7 +10,7 @@
  *
  * It is a child subreaper: runsc's sandbox and gofer processes are
  * reparented to it and reaped at once, which is what makes teardown fast
- * (RUNSC.md: ~20 ms instead of ~2 s).
+ * (sandbox/GVISOR.md: ~20 ms instead of ~2 s).
  *
  * usage: mcp-sandboxd <session-folder>
  * The folder holds `sandbox` (the 32-hex sandbox id) and `work/`. */

@@ -1,5 +1,5 @@
 /* Fuzz harness: files that sandboxed code leaves in /work/output, and the
- * manifest the host keeps of them (sandbox/outputs.c), up to the content
+ * manifest the host keeps of them (fcgi/outputs.c), up to the content
  * blocks and resources a client gets (fcgi/files.c, fcgi/resources.c).
  *
  * Input: a first line, then the rest.

@@ -1,4 +1,4 @@
-/* sandbox/frame.c: the framing between responders, supervisor and executor. */
+/* common/frame.c: the framing between responders, supervisor and executor. */
 #include "config.h"
 
 #include <errno.h>

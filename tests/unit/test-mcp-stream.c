@@ -1,4 +1,4 @@
-/* tools/call answered as server-sent events (MCP.md: priming event in
+/* tools/call answered as server-sent events (the 2025-11-25 transport: a priming event in
  * 2025-11-25, progress only with a progressToken and strictly increasing,
  * log lines after logging/setLevel, a cancelled request gets no response). */
 #include "config.h"

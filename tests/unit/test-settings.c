@@ -1,4 +1,4 @@
-/* sandbox/settings.c: defaults, `key = value` parsing, sizes, bounds, the
+/* common/settings.c: defaults, `key = value` parsing, sizes, bounds, the
  * configuration file named by MCP_CONFIG and MCP_<KEY> overrides. */
 #include "config.h"
 

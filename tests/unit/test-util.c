@@ -1,5 +1,5 @@
-/* sandbox/util.c: file access below a directory fd, which the service uses
- * on folders whose content sandboxed code controls (STYLE.md: openat with
+/* common/util.c: file access below a directory fd, which the service uses
+ * on folders whose content sandboxed code controls (openat with
  * O_NOFOLLOW; Judge0 was escaped through a followed symlink), and the small
  * helpers the session store relies on. */
 #include "config.h"
