@@ -389,18 +389,6 @@ char *xstrndup(const char *s, size_t n) {
   return r;
 }
 
-void close_fds_from(int from) {
-#ifdef SYS_close_range
-  if (syscall(SYS_close_range, (unsigned)from, ~0U, 0) == 0)
-    return;
-#endif
-  long max = sysconf(_SC_OPEN_MAX);
-  if (max < 0 || max > 65536)
-    max = 65536;
-  for (int fd = from; fd < max; fd++)
-    close(fd);
-}
-
 int buf_append(struct buf *b, const void *data, size_t len) {
   if (len == 0)
     return 0;
