@@ -19,6 +19,7 @@ bool frame_type_valid(int type) {
   case FRAME_STDERR:
   case FRAME_DONE:
   case FRAME_ERROR:
+  case FRAME_BUSY:
     return true;
   default:
     return false;
@@ -131,4 +132,14 @@ int frame_read(struct frame_reader *r, int fd, int64_t deadline_ms, struct frame
     if (n < 0 && n != -EAGAIN)
       return (int)n;
   }
+}
+
+int frame_append(struct buf *b, int type, const void *payload, size_t len) {
+  if (len > UINT32_MAX)
+    return -EMSGSIZE;
+  unsigned char h[FRAME_HEADER] = {(unsigned char)type, (unsigned char)(len >> 24), (unsigned char)(len >> 16),
+                                   (unsigned char)(len >> 8), (unsigned char)len};
+  if (buf_append(b, h, sizeof(h)) < 0 || buf_append(b, payload, len) < 0)
+    return -ENOMEM;
+  return 0;
 }

@@ -15,6 +15,9 @@
  *   E  stderr      executor -> supervisor -> responder   bytes
  *   D  done        executor -> supervisor -> responder   JSON result
  *   X  error       supervisor -> responder               one public sentence
+ *   B  busy        supervisor -> responder               one public sentence: no execution
+ *                                                        slot came free in capacity_wait; the
+ *                                                        call did not run
  */
 #ifndef MCP_FRAME_H
 #define MCP_FRAME_H
@@ -38,6 +41,7 @@ enum frame_type {
   FRAME_STDERR = 'E',
   FRAME_DONE = 'D',
   FRAME_ERROR = 'X',
+  FRAME_BUSY = 'B',
 };
 
 struct frame_reader {
@@ -65,6 +69,8 @@ int frame_reader_next(struct frame_reader *r, struct frame *f);
 
 /* Blocking write of one frame, retrying EINTR.  0 or -errno. */
 int frame_write(int fd, int type, const void *payload, size_t len);
+/* Append one frame to b (for a writer that must not block).  0 or -ENOMEM. */
+int frame_append(struct buf *b, int type, const void *payload, size_t len);
 /* Blocking read of one frame with a deadline (now_ms() based; <0 = none).
  * Returns 1 with *f set, 0 at EOF, -ETIMEDOUT, -EPROTO, -EMSGSIZE, -errno. */
 int frame_read(struct frame_reader *r, int fd, int64_t deadline_ms, struct frame *f);

@@ -21,9 +21,21 @@ static struct metrics *shm;
 static const double bucket_le[METRIC_BUCKETS] = {0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
 static const char *const outcome_names[OUTCOME_N] = {"ok",        "error",   "timeout", "memory",
                                                      "cancelled", "refused", "busy",    "sandbox"};
-static const char *const reject_names[REJECT_N] = {"bad_request",       "unauthorized",           "forbidden_origin",
-                                                   "session_not_found", "method_not_allowed",     "not_acceptable",
-                                                   "too_large",         "unsupported_media_type", "capacity"};
+static const char *const reject_names[REJECT_N] = {
+    [REJECT_BAD_REQUEST] = "bad_request",
+    [REJECT_UNAUTHORIZED] = "unauthorized",
+    [REJECT_FORBIDDEN_ORIGIN] = "forbidden_origin",
+    [REJECT_SESSION_NOT_FOUND] = "session_not_found",
+    [REJECT_METHOD_NOT_ALLOWED] = "method_not_allowed",
+    [REJECT_NOT_ACCEPTABLE] = "not_acceptable",
+    [REJECT_TOO_LARGE] = "too_large",
+    [REJECT_UNSUPPORTED_MEDIA] = "unsupported_media_type",
+    [REJECT_CAPACITY] = "capacity",
+    [REJECT_TOKEN_SESSIONS] = "token_sessions",
+    [REJECT_CALLS_CAPACITY] = "calls_capacity",
+    [REJECT_TOKEN_CALLS] = "token_calls",
+    [REJECT_DISK_FULL] = "disk_full",
+};
 
 struct metrics *metrics_get(void) {
   return shm;
@@ -133,13 +145,15 @@ void metrics_reject(int status) {
   case 415:
     r = REJECT_UNSUPPORTED_MEDIA;
     break;
-  case 503:
-    r = REJECT_CAPACITY;
-    break;
   default:
     return;
   }
   metrics_add(&shm->rejected[r], 1);
+}
+
+void metrics_reject_reason(enum reject_reason reason) {
+  if (shm != NULL && reason >= 0 && reason < REJECT_N)
+    metrics_add(&shm->rejected[reason], 1);
 }
 
 void metrics_sandbox_start(bool ok) {

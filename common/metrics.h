@@ -39,7 +39,11 @@ enum reject_reason {
   REJECT_NOT_ACCEPTABLE,
   REJECT_TOO_LARGE,
   REJECT_UNSUPPORTED_MEDIA,
-  REJECT_CAPACITY,
+  REJECT_CAPACITY,       /* max_sessions: a new session gets 503 */
+  REJECT_TOKEN_SESSIONS, /* the token's max_sessions */
+  REJECT_CALLS_CAPACITY, /* max_concurrent calls: a call waited capacity_wait in vain */
+  REJECT_TOKEN_CALLS,    /* the token's max_concurrent calls */
+  REJECT_DISK_FULL,      /* a new session refused below the free-space floor */
   REJECT_N
 };
 
@@ -91,7 +95,10 @@ void metrics_add(_Atomic uint64_t *counter, uint64_t n);
   } while (0)
 
 void metrics_execution(enum exec_outcome outcome, int64_t duration_ms, const char *token_id, uint64_t bytes);
+/* A request refused with this HTTP status (503s are counted by reason,
+ * where they happen, with metrics_reject_reason). */
 void metrics_reject(int http_status);
+void metrics_reject_reason(enum reject_reason reason);
 /* A supervisor's sandbox start: its outcome, for metrics and /healthz. */
 void metrics_sandbox_start(bool ok);
 /* /healthz: 0 when the service can start sandboxes, else -1 with a reason. */

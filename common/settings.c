@@ -160,6 +160,9 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
   if (strcmp(cfg->audit_log, "default") == 0 &&
       config_path(cfg, cfg->audit_log, sizeof(cfg->audit_log), "logs/audit.log") < 0)
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir is too long");
+  if (strcmp(cfg->token_policy, "default") == 0 &&
+      config_path(cfg, cfg->token_policy, sizeof(cfg->token_policy), "token-policy") < 0)
+    return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir is too long");
   if (cfg->sandbox_pids == 0)
     cfg->sandbox_pids = 32 * cfg->nproc_limit + 512;
   if (cfg->sandboxes_pids == 0) {

@@ -37,6 +37,8 @@ char *call_request_json(const struct mcp_config *cfg, const struct call_request 
   cJSON_AddStringToObject(o, "node", cfg->node);
   if (req->rpc_id != NULL)
     cJSON_AddStringToObject(o, "rpc_id", req->rpc_id);
+  if (req->token != NULL)
+    cJSON_AddStringToObject(o, "token", req->token);
   if (req->packages != NULL)
     cJSON_AddItemToObject(o, "packages", cJSON_Duplicate(req->packages, 1));
   cJSON_AddNumberToObject(o, "timeout_ms", (double)req->timeout_s * 1000);
@@ -139,9 +141,10 @@ static int exchange(const struct mcp_config *cfg, int fd, const char *json, int6
       else
         ret = 0;
       break;
-    } else if (f.type == FRAME_ERROR) {
+    } else if (f.type == FRAME_ERROR || f.type == FRAME_BUSY) {
       cleanup_free char *msg = xstrndup(f.payload, f.len < 300 ? f.len : 300);
-      mcp_fail_public(err, MCP_ERR_SANDBOX, "%s", msg ? msg : "The sandbox failed.");
+      mcp_fail_public(err, f.type == FRAME_BUSY ? MCP_ERR_CAPACITY : MCP_ERR_SANDBOX, "%s",
+                      msg ? msg : "The sandbox failed.");
       break;
     }
   }
@@ -163,12 +166,9 @@ int sandbox_call(const struct mcp_config *cfg, struct session *s, const struct c
   /* A sandbox that is still booting holds no execution slot. */
   if (supervisor_wait_ready(fd, now_ms() + CALL_SLACK_MS, err) < 0)
     return -1;
-  /* A bounded wait for a slot: the waiters are at most the responders'
-   * threads, and each gets a clear answer in the end. */
-  cleanup_close int slot = slot_acquire(cfg, (int64_t)cfg->capacity_wait * 1000, err);
-  if (slot < 0)
-    return -1;
-  int64_t deadline = now_ms() + (int64_t)req->timeout_s * 1000 + CALL_SLACK_MS;
+  /* The supervisor takes the execution slots (waiting up to capacity_wait)
+   * and holds them while the call runs, whatever happens to us. */
+  int64_t deadline = now_ms() + (int64_t)req->timeout_s * 1000 + (int64_t)cfg->capacity_wait * 1000 + CALL_SLACK_MS;
   int ret = exchange(cfg, fd, json, deadline, ev, opaque, res, err);
   if (ret == 0 && (res->out_total > cfg->output_limit || res->err_total > cfg->output_limit))
     res->truncated = true;

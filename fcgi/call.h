@@ -1,5 +1,6 @@
 /* The responder's side of a call: lock the session, reach (or start) its
- * supervisor, send the request, collect the bounded output and the result.
+ * supervisor, send the request (the supervisor takes the execution slots),
+ * collect the bounded output and the result.
  * Everything that comes back originates in the sandbox and is bounded and
  * type-checked here before anyone else sees it. */
 #ifndef MCP_CALL_H
@@ -20,6 +21,7 @@ struct call_request {
   const cJSON *files;    /* [{path, text|base64}], already validated; may be NULL */
   const cJSON *packages; /* requirement strings, validated and downloaded; may be NULL */
   const char *rpc_id;    /* the JSON-RPC id (as JSON text): notifications/cancelled names it */
+  const char *token;     /* the token's name: its share of the execution slots */
   const char *language;  /* "python" (NULL) or "javascript" */
   const char *npm_stage; /* javascript: the installed npm tree to copy in, or NULL */
   int timeout_s;

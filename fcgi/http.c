@@ -182,3 +182,8 @@ int http_send(struct http_sink *sink, int status, const char *content_type, cons
     return -1;
   return 0;
 }
+
+void http_set_deadline(struct http_sink *sink, int64_t deadline_ms) {
+  if (sink->set_deadline != NULL)
+    sink->set_deadline(sink->guard, deadline_ms);
+}

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/settings.h"
 
@@ -25,12 +26,19 @@ struct http_request {
   bool body_too_large; /* more than max_body bytes were sent */
 };
 
-/* Where response bytes go: the FastCGI stream, or a buffer in tests. */
+/* Where response bytes go: the FastCGI stream, or a buffer in tests.  A
+ * responder cuts a connection that is still being written to after its
+ * deadline (a client that reads slowly must not hold a responder thread
+ * for long): set_deadline moves it, for a call that may run that long. */
 struct http_sink {
   int (*write)(void *opaque, const char *data, size_t len);
   int (*flush)(void *opaque);
   void *opaque;
+  void (*set_deadline)(void *guard, int64_t deadline_ms); /* may be NULL */
+  void *guard;
 };
+/* Give this response until deadline_ms (now_ms() based) to be written. */
+void http_set_deadline(struct http_sink *sink, int64_t deadline_ms);
 
 /* Does the Accept header admit `type` ("application/json")?  A missing
  * header admits nothing; q=0 excludes; wildcards match. */

@@ -281,8 +281,10 @@ static void reap_containers(struct store *st) {
 void keeper_tick(struct store *st, bool reap) {
   each_entry(st->trash_fd, st, sweep_trash, NULL);
   each_entry(st->sessions_fd, st, expire_session, NULL);
-  if (reap)
+  if (reap) {
     reap_containers(st);
+    session_owners_mend(st);
+  }
   fill_pool(st);
 }
 

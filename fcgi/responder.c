@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcgiapp.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "common/util.h"
 #include "fcgi/audit.h"
@@ -71,6 +73,61 @@ static int fcgx_write(void *opaque, const char *data, size_t len) {
 
 static int fcgx_flush(void *opaque) { return FCGX_FFlush((FCGX_Stream *)opaque); }
 
+/* The request a worker thread is answering: its connection to nginx and
+ * the time after which the watchdog cuts it.  Writing to a client that
+ * reads slowly blocks in the kernel; a cut connection makes that write
+ * fail at once, so no client holds a thread past its request's deadline. */
+struct guard {
+  pthread_mutex_t lock;
+  int fd;           /* -1 between requests */
+  int64_t deadline; /* now_ms() based */
+};
+
+#define MAX_GUARDS 256
+#define REQUEST_DEADLINE_MS 60000 /* a request that is not a call */
+#define WATCHDOG_TICK_MS 250
+
+static struct guard *guards[MAX_GUARDS];
+static atomic_int guards_n;
+
+static void guard_set_deadline(void *opaque, int64_t deadline_ms) {
+  struct guard *g = opaque;
+  pthread_mutex_lock(&g->lock);
+  g->deadline = deadline_ms;
+  pthread_mutex_unlock(&g->lock);
+}
+
+/* The guard holds a descriptor of its own for the connection (a dup): the
+ * watchdog can never shut down a number that was closed and reused. */
+static void guard_watch(struct guard *g, int conn_fd) {
+  pthread_mutex_lock(&g->lock);
+  if (g->fd >= 0)
+    close(g->fd);
+  g->fd = conn_fd >= 0 ? fcntl(conn_fd, F_DUPFD_CLOEXEC, 3) : -1;
+  g->deadline = now_ms() + REQUEST_DEADLINE_MS;
+  pthread_mutex_unlock(&g->lock);
+}
+
+static void *watchdog(void *arg) {
+  (void)arg;
+  for (;;) {
+    poll(NULL, 0, WATCHDOG_TICK_MS);
+    int64_t now = now_ms();
+    int n = atomic_load(&guards_n);
+    for (int i = 0; i < n; i++) {
+      struct guard *g = guards[i];
+      pthread_mutex_lock(&g->lock);
+      if (g->fd >= 0 && now > g->deadline) {
+        fprintf(stderr, "responder: a client did not take its response in time; its connection is cut\n");
+        shutdown(g->fd, SHUT_RDWR);
+        g->deadline = INT64_MAX;
+      }
+      pthread_mutex_unlock(&g->lock);
+    }
+  }
+  return NULL;
+}
+
 /* Read the body, at most max_body bytes; beyond that only note it. */
 static int read_body(FCGX_Request *r, const struct mcp_config *cfg, struct buf *body, bool *too_large) {
   const char *cl = FCGX_GetParam("CONTENT_LENGTH", r->envp);
@@ -91,11 +148,11 @@ static int read_body(FCGX_Request *r, const struct mcp_config *cfg, struct buf *
   return 0;
 }
 
-static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r) {
+static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
   const struct mcp_config *cfg = ctx->cfg;
   cleanup_buf struct buf body = {0};
   bool too_large = false;
-  struct http_sink sink = {fcgx_write, fcgx_flush, r->out};
+  struct http_sink sink = {fcgx_write, fcgx_flush, r->out, guard_set_deadline, g};
   /* Without a valid token (nginx names it) the body is not even read. */
   const char *token = FCGX_GetParam("MCP_TOKEN_ID", r->envp);
   const char *endpoint = FCGX_GetParam("MCP_ENDPOINT", r->envp);
@@ -138,6 +195,17 @@ static void *worker_loop(void *arg) {
   struct mcp_ctx ctx = {.cfg = w->cfg, .store = w->store};
   FCGX_Request r;
   FCGX_InitRequest(&r, w->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR);
+  /* Never freed: the watchdog may look at it until the process ends. */
+  struct guard *g = calloc(1, sizeof(*g));
+  if (g == NULL)
+    return NULL;
+  pthread_mutex_init(&g->lock, NULL);
+  g->fd = -1;
+  int slot = atomic_fetch_add(&guards_n, 1);
+  if (slot < MAX_GUARDS)
+    guards[slot] = g;
+  else
+    atomic_fetch_sub(&guards_n, 1);
   for (;;) {
     pthread_mutex_lock(w->accept_lock);
     int ok = FCGX_Accept_r(&r);
@@ -149,8 +217,10 @@ static void *worker_loop(void *arg) {
       continue;
     }
     atomic_fetch_add(&busy, 1);
-    serve_one(&ctx, &r);
+    guard_watch(g, r.ipcFd);
+    serve_one(&ctx, &r, g);
     FCGX_Finish_r(&r);
+    guard_watch(g, -1);
     if (atomic_fetch_sub(&busy, 1) == 1 && atomic_load(&stop_requested))
       responder_exit(0);
   }
@@ -184,6 +254,9 @@ int responder_main(const struct mcp_config *cfg, int listen_fd) {
   struct worker w = {.cfg = cfg, .store = &st, .listen_fd = listen_fd, .accept_lock = &accept_lock};
   /* Calls block their thread for their whole duration: several threads
    * per process keep short requests (ping, initialize) answered meanwhile. */
+  pthread_t wd;
+  if (pthread_create(&wd, NULL, watchdog, NULL) == 0)
+    pthread_detach(wd);
   int n = cfg->responder_threads;
   for (int i = 1; i < n; i++) {
     pthread_t t;

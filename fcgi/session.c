@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 
 #include "common/frame.h"
+#include "common/metrics.h"
+#include "common/policy.h"
 #include "common/util.h"
 #include "sandbox/workspace.h"
 
@@ -33,7 +35,7 @@ int store_prepare(const struct mcp_config *cfg, mcp_error_t *err) {
   /* The state folder is only traversable: nginx's workers reach the socket
    * folder below it, nobody lists or reads sessions but root. */
   fchmod(sfd, 0711);
-  static const char *const dirs[] = {"sessions", "pool", "trash", "runsc", "wheels", "npm", "slots", "logs"};
+  static const char *const dirs[] = {"sessions", "pool", "trash", "runsc", "wheels", "npm", "slots", "logs", "owners"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
     if (mkdirat(sfd, dirs[i], 0700) < 0 && errno != EEXIST)
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", cfg->state_dir, dirs[i]);
@@ -105,22 +107,79 @@ static int read_meta(struct session *s, mcp_error_t *err) {
   return 0;
 }
 
-int session_count(struct store *st) {
-  int fd = dup(st->sessions_fd);
+/* A listing of state/<name> through a description of its own: a dup()
+ * of a shared fd would share its offset with other threads' listings. */
+static DIR *open_listing(int parent_fd, const char *name) {
+  int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
-    return 0;
-  cleanup_dir DIR *d = fdopendir(fd);
-  if (d == NULL) {
+    return NULL;
+  DIR *d = fdopendir(fd);
+  if (d == NULL)
     close(fd);
-    return 0;
-  }
-  rewinddir(d);
+  return d;
+}
+
+static int count_entries(int parent_fd, const char *name, bool (*want)(const char *)) {
+  cleanup_dir DIR *d = open_listing(parent_fd, name);
   int n = 0;
   struct dirent *de;
-  while ((de = readdir(d)) != NULL)
-    if (is_uuid(de->d_name))
+  while (d != NULL && (de = readdir(d)) != NULL)
+    if (want(de->d_name))
       n++;
   return n;
+}
+
+int session_count(struct store *st) { return count_entries(st->state_fd, "sessions", is_uuid); }
+
+/* owners/t-<token>/<session id>: one empty file per live session of the
+ * token, so that a token's sessions are counted without reading them all. */
+static void owner_dir_name(const char *token_id, char name[80]) {
+  snprintf(name, 80, "owners/t-%s", policy_name_valid(token_id) ? token_id : "_");
+}
+
+static int token_session_count(struct store *st, const char *token_id) {
+  char name[80];
+  owner_dir_name(token_id, name);
+  return count_entries(st->state_fd, name, is_uuid);
+}
+
+static int owner_add(struct store *st, const char *token_id, const char *sid, mcp_error_t *err) {
+  char dir[80], path[128];
+  owner_dir_name(token_id, dir);
+  snprintf(path, sizeof(path), "%s/%s", dir, sid);
+  if (mkdirat(st->state_fd, dir, 0700) < 0 && errno != EEXIST)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir %s", dir);
+  int fd = openat(st->state_fd, path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "create %s", path);
+  close(fd);
+  return 0;
+}
+
+static void owner_remove(struct store *st, const char *token_id, const char *sid) {
+  char dir[80], path[128];
+  owner_dir_name(token_id, dir);
+  snprintf(path, sizeof(path), "%s/%s", dir, sid);
+  unlinkat(st->state_fd, path, 0);
+}
+
+/* Counting and creating are one step under <state>/sessions.lock, so
+ * concurrent initializes never pass a cap.  Each holder opens the file
+ * itself: an OFD lock belongs to the open file description, and threads
+ * sharing one would all hold it. */
+static int store_lock(struct store *st, mcp_error_t *err) {
+  int fd = openat(st->state_fd, "sessions.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open sessions.lock");
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+  while (fcntl(fd, F_OFD_SETLKW, &fl) < 0) {
+    if (errno != EINTR) {
+      int e = errno;
+      close(fd);
+      return mcp_fail(err, MCP_ERR_INTERNAL, e, "lock sessions.lock");
+    }
+  }
+  return fd;
 }
 
 int slot_prepare(struct store *st, char id_out[33], mcp_error_t *err) {
@@ -158,15 +217,9 @@ int slot_publish(struct store *st, const char *id, mcp_error_t *err) {
 /* Take a ready pool folder by renaming it to sessions/<sid>: rename is
  * atomic, so two responders never claim the same one. */
 static int claim_slot(struct store *st, const char *sid, char sandbox_id[33]) {
-  int fd = dup(st->pool_fd);
-  if (fd < 0)
+  cleanup_dir DIR *d = open_listing(st->state_fd, "pool");
+  if (d == NULL)
     return -1;
-  cleanup_dir DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return -1;
-  }
-  rewinddir(d);
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     if (!is_hex32(de->d_name))
@@ -192,27 +245,57 @@ static int fresh_folder(struct store *st, const char *sid, char sandbox_id[33], 
   return 0;
 }
 
+/* Reserve a session: under the store's lock, check the caps and make its
+ * (empty) folder and its owner entry; the folder is filled afterwards. */
+static int reserve(struct store *st, const char *token_id, const char *sid, mcp_error_t *err) {
+  struct token_policy pol;
+  if (policy_for(st->cfg, token_id, &pol, err) < 0)
+    return -1;
+  cleanup_close int lock = store_lock(st, err);
+  if (lock < 0)
+    return -1;
+  if (session_count(st) >= st->cfg->max_sessions) {
+    metrics_reject_reason(REJECT_CAPACITY);
+    return mcp_fail_public(err, MCP_ERR_CAPACITY,
+                           "The server has reached its maximum number of sessions; try again later.");
+  }
+  if (token_session_count(st, token_id) >= pol.max_sessions) {
+    metrics_reject_reason(REJECT_TOKEN_SESSIONS);
+    return mcp_fail_public(err, MCP_ERR_CAPACITY,
+                           "This token has reached its maximum of %d sessions; end one (HTTP DELETE) or let one "
+                           "expire, then try again.",
+                           pol.max_sessions);
+  }
+  if (mkdirat(st->sessions_fd, sid, 0700) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir sessions/%s", sid);
+  if (owner_add(st, token_id, sid, err) < 0) {
+    unlinkat(st->sessions_fd, sid, AT_REMOVEDIR);
+    return -1;
+  }
+  return 0;
+}
+
 int session_create(struct store *st, const char *token_id, struct session *out, mcp_error_t *err) {
   memset(out, 0, sizeof(*out));
   out->dirfd = out->lock_fd = -1;
   if (strlen(token_id) > TOKEN_ID_MAX)
     return mcp_fail(err, MCP_ERR_INVALID, EINVAL, "token id too long");
-  if (session_count(st) >= st->cfg->max_sessions)
-    return mcp_fail_public(err, MCP_ERR_CAPACITY,
-                           "The server has reached its maximum number of sessions; try again later.");
   random_uuid(out->id);
+  if (reserve(st, token_id, out->id, err) < 0)
+    return -1;
+  /* A pool folder, or a new one, replaces the empty reserved folder. */
   bool claimed = claim_slot(st, out->id, out->sandbox_id) == 0;
   if (!claimed && fresh_folder(st, out->id, out->sandbox_id, err) < 0)
-    return -1;
+    goto fail;
   out->dirfd = open_dir_at(st->sessions_fd, out->id, err);
   if (out->dirfd < 0)
-    return -1;
+    goto fail;
   snprintf(out->token_id, sizeof(out->token_id), "%s", token_id);
   out->created_ms = out->last_used_ms = wall_ms();
   if (write_meta(out, err) < 0) {
     session_close(out);
     remove_tree_at(st->sessions_fd, out->id, NULL);
-    return -1;
+    goto fail;
   }
   /* No ready sandbox: start one now so it boots while the client sends
    * notifications/initialized. */
@@ -222,6 +305,10 @@ int session_create(struct store *st, const char *token_id, struct session *out, 
       mcp_error_log_release(&ignored, "session_create");
   }
   return 0;
+fail:
+  unlinkat(st->sessions_fd, out->id, AT_REMOVEDIR);
+  owner_remove(st, token_id, out->id);
+  return -1;
 }
 
 /* True when a responder holds the session's call.lock. */
@@ -322,7 +409,37 @@ int session_destroy(struct store *st, const char *id, mcp_error_t *err) {
       return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: no folder", id);
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "move session %s to trash", id);
   }
+  /* It no longer counts for its token (the keeper mends what a crash
+   * between the two steps leaves: session_owners_mend). */
+  struct session gone = {.dirfd = openat(st->trash_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)};
+  mcp_error_t merr = NULL;
+  if (gone.dirfd >= 0 && read_meta(&gone, &merr) == 0)
+    owner_remove(st, gone.token_id, id);
+  mcp_error_release(&merr);
+  if (gone.dirfd >= 0)
+    close(gone.dirfd);
   return trash_remove(st, name, err);
+}
+
+/* Owner entries whose session is gone (a crash between the two steps of
+ * session_destroy, or of session_create). */
+void session_owners_mend(struct store *st) {
+  cleanup_dir DIR *owners = open_listing(st->state_fd, "owners");
+  struct dirent *t;
+  while (owners != NULL && (t = readdir(owners)) != NULL) {
+    if (strncmp(t->d_name, "t-", 2) != 0)
+      continue;
+    char dir[80];
+    snprintf(dir, sizeof(dir), "owners/%.70s", t->d_name);
+    cleanup_dir DIR *d = open_listing(st->state_fd, dir);
+    cleanup_close int dfd = d != NULL ? openat(st->state_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    struct dirent *e;
+    while (d != NULL && dfd >= 0 && (e = readdir(d)) != NULL) {
+      struct stat sb;
+      if (is_uuid(e->d_name) && fstatat(st->sessions_fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+        unlinkat(dfd, e->d_name, 0);
+    }
+  }
 }
 
 int trash_remove(struct store *st, const char *name, mcp_error_t *err) {
@@ -341,33 +458,4 @@ int trash_remove(struct store *st, const char *name, mcp_error_t *err) {
     workspace_unmount(dfd);
   }
   return remove_tree_at(st->trash_fd, name, err);
-}
-
-int slot_acquire(const struct mcp_config *cfg, int64_t wait_ms, mcp_error_t *err) {
-  char dir[PATH_MAX];
-  if (config_path(cfg, dir, sizeof(dir), "slots") < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "slots path");
-  cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", dir);
-  int64_t deadline = now_ms() + wait_ms;
-  for (;;) {
-    /* One lock file per execution slot; a held OFD lock is a running call,
-     * released by the kernel even when its responder dies. */
-    for (int i = 0; i < cfg->max_concurrent; i++) {
-      char name[16];
-      snprintf(name, sizeof(name), "%d", i);
-      int fd = openat(dfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-      if (fd < 0)
-        return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open slot %d", i);
-      if (lock_try(fd) == 0)
-        return fd;
-      close(fd);
-    }
-    if (now_ms() >= deadline)
-      return mcp_fail_public(err, MCP_ERR_CAPACITY,
-                             "The server is at capacity (%d calls are running); try again in a moment.",
-                             cfg->max_concurrent);
-    poll(NULL, 0, 25);
-  }
 }

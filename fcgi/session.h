@@ -11,6 +11,8 @@
  *       ctl.sock      the supervisor's socket
  *       bundle/       the OCI bundle (config.json)
  *       work/         the workspace, /work inside, owned by the sandbox uid
+ *   <state>/owners/t-<token>/<id>    one empty file per live session of a token
+ *   <state>/sessions.lock            held while a session is counted and made
  *   <state>/pool/<sandbox-id>/       pre-started sandboxes, claimed by rename
  *   <state>/pool/.new-<sandbox-id>/  being prepared
  *   <state>/trash/<name>/            being destroyed
@@ -62,7 +64,8 @@ void store_close(struct store *st);
 
 /* New session owned by token_id: claims a pre-started sandbox when one is
  * ready, else prepares a folder whose sandbox starts on demand.  Fails with
- * MCP_ERR_CAPACITY at max_sessions. */
+ * MCP_ERR_CAPACITY at max_sessions or the token's max_sessions (exactly,
+ * whatever runs at the same time). */
 int session_create(struct store *st, const char *token_id, struct session *out, mcp_error_t *err);
 /* Open a live session; MCP_ERR_NOT_FOUND when the id is malformed, unknown,
  * ended, expired, or owned by another token. */
@@ -76,15 +79,13 @@ void session_close(struct session *s);
 /* End a session: 404 from now on, sandbox stopped, folder removed. */
 int session_destroy(struct store *st, const char *id, mcp_error_t *err);
 int session_count(struct store *st);
+/* Remove the owner entries of sessions that are gone (the keeper). */
+void session_owners_mend(struct store *st);
 
 /* Prepare pool/.new-<id> with its workspace and sandbox id. */
 int slot_prepare(struct store *st, char id_out[33], mcp_error_t *err);
 /* Move a prepared folder under a new name in dst_fd. */
 int slot_publish(struct store *st, const char *id, mcp_error_t *err);
-
-/* Take one of max_concurrent execution slots, waiting up to wait_ms;
- * returns the fd that holds it (close it to release), or MCP_ERR_CAPACITY. */
-int slot_acquire(const struct mcp_config *cfg, int64_t wait_ms, mcp_error_t *err);
 
 /* Remove trash/<name> after stopping its supervisor. */
 int trash_remove(struct store *st, const char *name, mcp_error_t *err);

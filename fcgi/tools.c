@@ -13,6 +13,11 @@
 #include "fcgi/json_scan.h"
 #include "fcgi/stream.h"
 
+/* Beyond a call's own limits: a sandbox start and the supervisor's grace
+ * (call.c), and the time a client gets to take the answer. */
+#define CALL_SLACK_S 40
+#define RESULT_GRACE_S 30
+
 /* ---- arguments ---- */
 
 static bool env_name_valid(const char *s) {
@@ -214,6 +219,12 @@ static int run_code(struct rpc_call *c, const struct lang *lang, const cJSON *ar
     account(c, &none, NULL, OUTCOME_REFUSED, started);
     return 0;
   }
+  /* The responder may spend this long on the call; past it, a client that
+   * has not taken its answer is cut off (responder.c's watchdog). */
+  const struct mcp_config *cfg = c->ctx->cfg;
+  int64_t budget_s = (int64_t)cfg->busy_wait + ca.timeout_s + cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S +
+                     (ca.packages != NULL ? cfg->package_timeout : 0);
+  http_set_deadline(c->sink, now_ms() + budget_s * 1000);
   struct call_stream cs;
   call_stream_init(&cs, c, ca.timeout_s);
   char npm_stage[33] = "";
@@ -230,6 +241,7 @@ static int run_code(struct rpc_call *c, const struct lang *lang, const cJSON *ar
                              .language = lang->name,
                              .npm_stage = npm_stage[0] ? npm_stage : NULL,
                              .rpc_id = rpc_id,
+                             .token = c->http->token_id,
                              .timeout_s = ca.timeout_s};
   struct call_result res;
   if (sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err) < 0) {

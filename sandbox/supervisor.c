@@ -2,8 +2,16 @@
  *
  * One process per live sandbox.  It owns the pipes to the executor (the
  * sandbox's PID 1), listens on <session>/ctl.sock for the responders, runs one
- * call at a time (others wait in order), enforces the call's hard deadline
- * from outside the sandbox, and restarts the sandbox when it dies.  Because
+ * call at a time (others wait in order), holds the call's execution slots
+ * (common/slots.h) from its start to its end, enforces the call's hard
+ * deadline from outside the sandbox, and restarts the sandbox when it dies.
+ *
+ * It never blocks on a responder: what it sends a responder waits in that
+ * responder's queue, written as the socket takes it.  The queue is bounded
+ * (a call forwards at most output_limit bytes of each stream); a responder
+ * whose queue would outgrow it is dropped and its call goes on.  So a
+ * client that reads slowly slows only itself: deadlines are checked after
+ * every frame, and the slots are released when the call ends.  Because
  * it holds the executor's pipes, a responder may die in the middle of a call
  * without losing the sandbox: the call finishes within its limits and the
  * next responder finds the session as it was.
@@ -30,7 +38,9 @@
 
 #include "common/frame.h"
 #include "common/metrics.h"
+#include "common/policy.h"
 #include "common/settings.h"
+#include "common/slots.h"
 #include "common/util.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroups.h"
@@ -42,11 +52,17 @@
 #define READY_TIMEOUT_MS 30000
 #define DEADLINE_GRACE_MS 2000
 #define MAX_QUICK_DEATHS 3
+#define SLOT_RETRY_MS 25
+#define FINAL_FLUSH_MS 2000
 
 struct client {
   int fd;
   struct frame_reader r;
-  bool has_request; /* a request frame is queued in `request` */
+  struct buf outq;                 /* frames not yet written to fd */
+  size_t outq_off;                 /* ... the first outq_off bytes of outq are */
+  char token[POLICY_NAME_MAX + 1]; /* whose request it is */
+  int64_t slot_deadline;           /* waiting for execution slots until then; 0: not waiting */
+  bool has_request;                /* a request frame is queued in `request` */
   struct buf request;
   char rpc_id[300]; /* the JSON-RPC id of its request, as JSON text */
   int64_t queued_at;
@@ -72,7 +88,8 @@ struct sup {
   pid_t sandbox_pid; /* its main host process, -1: unknown */
   bool sandbox_gone; /* we reaped it: the sandbox is dead */
   struct client clients[MAX_CLIENTS];
-  int call; /* index of the client whose call runs, -1: none */
+  struct slot_hold slots; /* the running call's execution slots */
+  int call;               /* index of the client whose call runs, -1: none */
   bool call_active;
   bool call_orphaned; /* its client went away: finish, discard */
   bool call_accepted; /* the executor took it (A): a loss now is the call's */
@@ -91,20 +108,53 @@ static void client_close(struct sup *s, int i) {
     close(c->fd);
   frame_reader_free(&c->r);
   buf_free(&c->request);
+  buf_free(&c->outq);
   memset(c, 0, sizeof(*c));
   c->fd = -1;
   if (s->call == i && s->call_active)
     s->call_orphaned = true;
 }
 
+/* A responder's queue may hold a call's whole forwarded output, its result
+ * and a little more; one that does not drain it is dropped. */
+static size_t outq_max(const struct sup *s) { return 2 * (size_t)s->cfg.output_limit + (1 << 20); }
+
+/* Write what the socket takes now.  -1 when the client is gone. */
+static int client_flush(struct sup *s, int i) {
+  struct client *c = &s->clients[i];
+  while (c->fd >= 0 && c->outq_off < c->outq.len) {
+    ssize_t w = write(c->fd, c->outq.data + c->outq_off, c->outq.len - c->outq_off);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      break;
+    if (w <= 0) {
+      client_close(s, i); /* a responder that went away; its call goes on */
+      return -1;
+    }
+    c->outq_off += (size_t)w;
+  }
+  if (c->outq_off == c->outq.len) {
+    c->outq.len = 0;
+    c->outq_off = 0;
+  } else if (c->outq_off > (1 << 20)) {
+    memmove(c->outq.data, c->outq.data + c->outq_off, c->outq.len - c->outq_off);
+    c->outq.len -= c->outq_off;
+    c->outq_off = 0;
+  }
+  return 0;
+}
+
 static void client_send(struct sup *s, int i, int type, const void *data, size_t len) {
   struct client *c = &s->clients[i];
   if (c->fd < 0)
     return;
-  if (frame_write(c->fd, type, data, len) < 0) {
-    /* A responder that stops reading is gone for us; its call goes on. */
+  if (c->outq.len - c->outq_off + len + FRAME_HEADER > outq_max(s) || frame_append(&c->outq, type, data, len) < 0) {
+    fprintf(stderr, "mcp-sandboxd %s: a responder does not read; dropped (its call goes on)\n", s->sb.id);
     client_close(s, i);
+    return;
   }
+  client_flush(s, i);
 }
 
 static void client_error(struct sup *s, int i, const char *sentence) {
@@ -212,6 +262,7 @@ static void send_call_result(struct sup *s, const char *json) {
   s->call = -1;
   s->call_active = false;
   s->call_orphaned = false;
+  slot_release(&s->slots);
 }
 
 /* The sandbox died or overran: end the call with what we know.  A call the
@@ -228,6 +279,7 @@ static void sandbox_lost(struct sup *s, bool deadline) {
     c->retried = true;
     s->call = -1;
     s->call_active = false;
+    slot_release(&s->slots);
   } else if (s->call_active) {
     /* The memory backstop kills the whole sandbox: its cgroup (gone after
      * the destroy below) says whether that is what happened. */
@@ -268,8 +320,49 @@ static void start_call(struct sup *s, int i) {
   s->call_cancelled = false;
   s->call_started = now_ms();
   s->call_deadline = s->call_started + (int64_t)timeout_ms + DEADLINE_GRACE_MS;
+  c->slot_deadline = 0;
   if (frame_write(s->exec_in, FRAME_REQUEST, c->request.data, c->request.len) < 0)
     sandbox_lost(s, false);
+}
+
+/* The execution slots for client i's call, without blocking: true when
+ * held.  A call that finds none waits, up to capacity_wait, and is then
+ * answered that the server (or its token) is at capacity. */
+static bool take_slots(struct sup *s, int i) {
+  struct client *c = &s->clients[i];
+  struct token_policy pol = {.max_concurrent = s->cfg.max_concurrent};
+  enum slot_full full = SLOT_FULL_NONE;
+  mcp_error_t err = NULL;
+  int r = policy_for(&s->cfg, c->token, &pol, &err);
+  if (r == 0)
+    r = slot_try(&s->cfg, c->token, pol.max_concurrent, &s->slots, &full, &err);
+  if (r == 0)
+    return true;
+  int64_t now = now_ms();
+  if (r != -EAGAIN) {
+    mcp_error_log_release(&err, "mcp-sandboxd: slots");
+    full = SLOT_FULL_GLOBAL;
+  } else if (c->slot_deadline == 0) {
+    c->slot_deadline = now + (int64_t)s->cfg.capacity_wait * 1000;
+  }
+  if (r == -EAGAIN && now < c->slot_deadline)
+    return false;
+  char sentence[200];
+  if (full == SLOT_FULL_TOKEN)
+    snprintf(sentence, sizeof(sentence),
+             "This token already runs its maximum of %d calls at once; try again when one has finished.",
+             pol.max_concurrent);
+  else
+    snprintf(sentence, sizeof(sentence), "The server is at capacity (%d calls are running); try again in a moment.",
+             s->cfg.max_concurrent);
+  metrics_reject_reason(full == SLOT_FULL_TOKEN ? REJECT_TOKEN_CALLS : REJECT_CALLS_CAPACITY);
+  client_send(s, i, FRAME_BUSY, sentence, strlen(sentence));
+  if (c->fd >= 0) {
+    c->has_request = false;
+    c->slot_deadline = 0;
+    buf_free(&c->request);
+  }
+  return false;
 }
 
 static void maybe_start_next(struct sup *s) {
@@ -287,8 +380,16 @@ static void maybe_start_next(struct sup *s) {
     if (c->fd >= 0 && c->has_request && (best < 0 || c->queued_at < s->clients[best].queued_at))
       best = i;
   }
-  if (best >= 0)
+  if (best >= 0 && take_slots(s, best))
     start_call(s, best);
+}
+
+/* A call waits for slots: look again soon. */
+static bool waiting_for_slots(const struct sup *s) {
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    if (s->clients[i].fd >= 0 && s->clients[i].has_request && s->clients[i].slot_deadline > 0)
+      return true;
+  return false;
 }
 
 static void forward_output(struct sup *s, const struct frame *f) {
@@ -339,8 +440,12 @@ static void on_exec_readable(struct sup *s) {
   }
   struct frame f;
   int r;
-  while (s->started && (r = frame_reader_next(&s->exec_r, &f)) == 1)
+  while (s->started && (r = frame_reader_next(&s->exec_r, &f)) == 1) {
     on_exec_frame(s, &f);
+    /* A call that keeps the executor writing is still held to its deadline. */
+    if (s->call_active && now_ms() >= s->call_deadline)
+      return;
+  }
   if (s->started && r < 0) {
     fprintf(stderr, "mcp-sandboxd %s: protocol error from the executor\n", s->sb.id);
     sandbox_lost(s, false);
@@ -388,6 +493,9 @@ static void on_client_frame(struct sup *s, int i, const struct frame *f) {
     cleanup_cjson cJSON *req = cJSON_ParseWithLength(f->payload, f->len);
     const cJSON *rid = cJSON_GetObjectItemCaseSensitive(req, "rpc_id");
     snprintf(c->rpc_id, sizeof(c->rpc_id), "%s", cJSON_IsString(rid) ? rid->valuestring : "");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(req, "token");
+    snprintf(c->token, sizeof(c->token), "%s", cJSON_IsString(tok) ? tok->valuestring : "");
+    c->slot_deadline = 0;
     c->has_request = true;
     c->retried = false;
     c->queued_at = now_ms();
@@ -437,22 +545,23 @@ static void on_client_readable(struct sup *s, int i) {
 }
 
 static void on_accept(struct sup *s) {
-  int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+  int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0)
     return;
   for (int i = 0; i < MAX_CLIENTS; i++) {
     /* The slot of a call whose responder went away stays reserved until
      * that call ends: s->call still names it. */
     if (s->clients[i].fd < 0 && !(s->call_active && s->call == i)) {
-      struct timeval tv = {5, 0};
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
       s->clients[i].fd = fd;
       frame_reader_init(&s->clients[i].r, 64 << 20);
       return;
     }
   }
   const char *msg = "The session has too many waiting calls.";
-  frame_write(fd, FRAME_ERROR, msg, strlen(msg));
+  struct buf b = {0};
+  if (frame_append(&b, FRAME_ERROR, msg, strlen(msg)) == 0)
+    (void)!write(fd, b.data, b.len); /* a fresh socket takes it, or nothing */
+  buf_free(&b);
   close(fd);
 }
 
@@ -509,7 +618,8 @@ static int loop(struct sup *s) {
     for (int i = 0; i < MAX_CLIENTS; i++) {
       if (s->clients[i].fd < 0)
         continue;
-      p[n] = (struct pollfd){s->clients[i].fd, POLLIN, 0};
+      short ev = POLLIN | (s->clients[i].outq.len > s->clients[i].outq_off ? POLLOUT : 0);
+      p[n] = (struct pollfd){s->clients[i].fd, ev, 0};
       idx[n++] = i;
     }
     int timeout = 1000;
@@ -520,6 +630,8 @@ static int loop(struct sup *s) {
     } else if (!s->ready) {
       int64_t left = s->started_at + READY_TIMEOUT_MS - now;
       timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
+    } else if (waiting_for_slots(s)) {
+      timeout = SLOT_RETRY_MS;
     }
     int r = poll(p, (nfds_t)n, timeout);
     if (r < 0 && errno != EINTR)
@@ -534,8 +646,12 @@ static int loop(struct sup *s) {
       else if (idx[k] == -3) {
         if (s->started)
           on_exec_readable(s);
-      } else if (s->clients[idx[k]].fd == p[k].fd)
-        on_client_readable(s, idx[k]);
+      } else if (s->clients[idx[k]].fd == p[k].fd) {
+        if ((p[k].revents & POLLOUT) && client_flush(s, idx[k]) < 0)
+          continue;
+        if (p[k].revents & (POLLIN | POLLHUP | POLLERR))
+          on_client_readable(s, idx[k]);
+      }
     }
     now = now_ms();
     if (s->call_active && now >= s->call_deadline) {
@@ -549,6 +665,25 @@ static int loop(struct sup *s) {
     maybe_start_next(s);
   }
   return 0;
+}
+
+/* On the way out: what the responders are owed, for a bounded time. */
+static void flush_all(struct sup *s, int64_t deadline) {
+  for (;;) {
+    struct pollfd p[MAX_CLIENTS];
+    int idx[MAX_CLIENTS], n = 0;
+    for (int i = 0; i < MAX_CLIENTS; i++)
+      if (s->clients[i].fd >= 0 && s->clients[i].outq.len > s->clients[i].outq_off) {
+        p[n] = (struct pollfd){s->clients[i].fd, POLLOUT, 0};
+        idx[n++] = i;
+      }
+    int64_t left = deadline - now_ms();
+    if (n == 0 || left <= 0 || poll(p, (nfds_t)n, (int)left) <= 0)
+      return;
+    for (int k = 0; k < n; k++)
+      if (p[k].revents != 0)
+        client_flush(s, idx[k]);
+  }
 }
 
 static int setup(struct sup *s, const char *dir, mcp_error_t *err) {
@@ -603,6 +738,7 @@ int supervisor_main(int argc, char **argv) {
   static struct sup s;
   s.exec_in = s.exec_out = s.listen_fd = s.sig_fd = s.lock_fd = -1;
   s.sandbox_pid = -1;
+  s.slots = SLOT_HOLD_NONE;
   s.call = -1;
   s.quitter = -1;
   for (int i = 0; i < MAX_CLIENTS; i++)
@@ -636,6 +772,7 @@ int supervisor_main(int argc, char **argv) {
   workspace_unmount(s.dirfd);
   /* Release the folder before answering: whoever asked us to quit removes it next. */
   close(s.lock_fd);
+  slot_release(&s.slots);
   for (int i = 0; i < MAX_CLIENTS; i++) {
     if (s.clients[i].fd < 0)
       continue;
@@ -643,8 +780,11 @@ int supervisor_main(int argc, char **argv) {
       client_send(&s, i, FRAME_DONE, "{}", 2);
     else if (s.clients[i].has_request || s.clients[i].wants_ready)
       client_error(&s, i, "The session ended before the call could finish.");
-    client_close(&s, i);
   }
+  flush_all(&s, now_ms() + FINAL_FLUSH_MS);
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    if (s.clients[i].fd >= 0)
+      client_close(&s, i);
   reap_children(&s);
   return 0;
 }

@@ -14,7 +14,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { MCP_TOKEN, TEST_TIMEOUT_MS, randomToken } from './lib/common.mjs';
+import tls from 'node:tls';
+import net from 'node:net';
+import { MCP_URL, MCP_TOKEN, CA_PEM, PROTOCOL_VERSION, TEST_TIMEOUT_MS, randomToken } from './lib/common.mjs';
 import { RawSession, request, resultText, show } from './lib/rpc.mjs';
 import {
   STATE_DIR,
@@ -332,6 +334,33 @@ test('max_sessions: a new session beyond it gets 503 with Retry-After and leaves
   }
 });
 
+test('max_sessions is exact under a burst: many initializes at once, exactly max_sessions are accepted, the rest get 503', opts, async (t) => {
+  const mine = [];
+  try {
+    await settle(sessionFolders, 15000);
+    const before = sessionFolders().length;
+    // Several rounds: a race that loses only now and then must still show.
+    for (let round = 0; round < 3; round++) {
+      const burst = Array.from({ length: 4 * cfg.max_sessions }, (_, i) => new RawSession({ name: `faults-burst-${round}-${i}` }));
+      const answers = await Promise.all(burst.map((s) => s.init()));
+      const accepted = burst.filter((s, i) => answers[i].status === 200);
+      for (const s of accepted) {
+        mine.push(s);
+        opened.add(s);
+      }
+      const statuses = answers.map((r) => r.status);
+      t.diagnostic(`round ${round}: ${accepted.length} accepted, statuses ${[...new Set(statuses)].join(',')}`);
+      assert.equal(accepted.length + before, cfg.max_sessions, `exactly max_sessions sessions live: ${statuses.join(',')}`);
+      assert.ok(statuses.every((c) => c === 200 || c === 503), `only 200 and 503: ${statuses.join(',')}`);
+      assert.equal(sessionFolders().length, cfg.max_sessions, 'as many folders as sessions');
+      while (mine.length) await end(mine.pop());
+      await settle(sessionFolders, 15000);
+    }
+  } finally {
+    for (const s of mine) await end(s);
+  }
+});
+
 test('max_concurrent: a call beyond it waits capacity_wait, then gets an isError result saying the server is at capacity', opts, async (t) => {
   const n = cfg.max_concurrent;
   const wait = cfg.capacity_wait ?? 0;
@@ -358,6 +387,97 @@ test('max_concurrent: a call beyond it waits capacity_wait, then gets an isError
     assert.equal(sc.stdout, 'extra\n', 'with slots free again the call runs');
   } finally {
     for (const s of sessions) await end(s);
+  }
+});
+
+/** Execution slots held now: the lock files in <state>/slots/ (the
+ * service's own, not a token's) that another process has locked. */
+function slotsHeld() {
+  const dir = path.join(STATE_DIR, 'slots');
+  const out = execFileSync('/usr/bin/python3', ['-c', `
+import fcntl, os, sys
+d = sys.argv[1]
+held = 0
+for n in os.listdir(d):
+    if not n.isdigit():
+        continue
+    fd = os.open(os.path.join(d, n), os.O_RDWR)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+    except OSError:
+        held += 1
+    os.close(fd)
+print(held)`, dir], { encoding: 'utf8' });
+  return Number(out.trim());
+}
+
+/**
+ * A client that asks for a call as a stream and then reads nothing: the
+ * request goes out on a raw connection that is paused at once, so its
+ * answer piles up in the kernel, nginx and the service.  Returns the socket.
+ */
+function slowReader(s, code, args) {
+  const u = new URL(MCP_URL);
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call',
+    params: { name: 'execute_python', arguments: { code, ...args } } });
+  const head = [`POST ${u.pathname} HTTP/1.1`, `Host: ${u.host}`, `Authorization: Bearer ${s.token}`,
+    'Content-Type: application/json', 'Accept: application/json, text/event-stream',
+    `MCP-Protocol-Version: ${PROTOCOL_VERSION}`, `Mcp-Session-Id: ${s.sid}`, `Content-Length: ${Buffer.byteLength(body)}`,
+    '', ''].join('\r\n');
+  const port = Number(u.port || (u.protocol === 'https:' ? 443 : 80));
+  const sock = u.protocol === 'https:' ? tls.connect({ host: u.hostname, port, ca: CA_PEM, servername: 'localhost' })
+    : net.connect({ host: u.hostname, port });
+  sock.on('error', () => {});
+  sock.write(head + body);
+  sock.once(u.protocol === 'https:' ? 'secureConnect' : 'connect', () => sock.pause());
+  return sock;
+}
+
+test('slow readers: clients that stop reading their streams do not keep the execution slots; their calls end at their deadlines and their supervisors stay small', opts, async (t) => {
+  const n = cfg.max_concurrent;
+  const timeout = 4;
+  const slow = [], sockets = [];
+  let other;
+  try {
+    for (let i = 0; i < n; i++) {
+      const s = await open(`slow-${i}`);
+      await ok(s, 'print("warm")');
+      const lv = await s.rpc('logging/setLevel', { level: 'info' });
+      assert.equal(lv.status, 200, `logging/setLevel: ${lv.body}`);
+      slow.push(s);
+    }
+    other = await open('not-starved');
+    await ok(other, 'print("warm")');
+    // Each writes empty lines until its wall-clock limit: every line is an
+    // event of its stream (about 120 bytes), so its 1 MiB of output becomes
+    // far more than the kernel, nginx and the service buffer.
+    const started = Date.now();
+    const code = 'import sys\nwhile True:\n    sys.stdout.write("\\n" * 65536)\n    sys.stdout.flush()';
+    for (const s of slow) sockets.push(slowReader(s, code, { timeout_seconds: timeout }));
+    await until('both calls hold a slot', () => slotsHeld() === n, 10000);
+    t.diagnostic(`${n} slow readers hold ${slotsHeld()} slots after ${Date.now() - started} ms`);
+    // The calls end at their deadline whatever their clients do, and give
+    // their slots back.
+    await until('the slots are free again', () => slotsHeld() === 0, (timeout + 6) * 1000);
+    const freed = Date.now() - started;
+    t.diagnostic(`the slots were free ${freed} ms after the calls started (timeout_seconds ${timeout})`);
+    assert.ok(freed < (timeout + 6) * 1000, `freed within the deadline and a little more: ${freed} ms`);
+    const r = await other.run('print("ran")');
+    assert.equal(r.result?.isError ?? false, false, `another tenant's call runs: ${show(r.json)}`);
+    assert.equal(r.result?.structuredContent?.stdout, 'ran\n');
+    // Each slow session's supervisor held at most its bounded queue.
+    for (const s of slow) {
+      const sup = sessionProcesses(s.sid, cfg).supervisor;
+      assert.ok(sup, `the supervisor of ${s.sid} runs`);
+      const rss = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${sup.pid}/status`, 'utf8'))?.[1]);
+      t.diagnostic(`supervisor ${sup.pid}: VmRSS ${rss} kB`);
+      assert.ok(rss < 64 * 1024, `a slow client costs its supervisor bounded memory: ${rss} kB`);
+    }
+  } finally {
+    for (const sock of sockets) sock.destroy();
+    for (const s of slow) await end(s);
+    await end(other);
   }
 });
 

@@ -1,0 +1,81 @@
+/* Execution slots (see slots.h). */
+#include "config.h"
+
+#include "common/slots.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/policy.h"
+#include "common/util.h"
+
+/* A free slot among n lock files of dirfd, or -EAGAIN. */
+static int take_one(int dirfd, int n, mcp_error_t *err) {
+  for (int i = 0; i < n; i++) {
+    char name[16];
+    snprintf(name, sizeof(name), "%d", i);
+    int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open slot %d", i);
+    if (lock_try(fd) == 0)
+      return fd;
+    close(fd);
+  }
+  return -EAGAIN;
+}
+
+/* <state>/slots/t-<name>: names come from nginx's map (letters, digits,
+ * _ . -); anything else shares one folder. */
+static int token_dir(int slots_fd, const char *token, mcp_error_t *err) {
+  char name[80];
+  bool plain = policy_name_valid(token);
+  snprintf(name, sizeof(name), "t-%s", plain ? token : "_");
+  if (mkdirat(slots_fd, name, 0700) < 0 && errno != EEXIST)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir slots/%s", name);
+  int fd = openat(slots_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  return fd < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, errno, "open slots/%s", name) : fd;
+}
+
+int slot_try(const struct mcp_config *cfg, const char *token, int token_max, struct slot_hold *h, enum slot_full *full,
+             mcp_error_t *err) {
+  *h = SLOT_HOLD_NONE;
+  *full = SLOT_FULL_NONE;
+  char dir[PATH_MAX];
+  if (config_path(cfg, dir, sizeof(dir), "slots") < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "slots path");
+  cleanup_close int sfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (sfd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", dir);
+  cleanup_close int tfd = token_dir(sfd, token, err);
+  if (tfd < 0)
+    return -1;
+  /* Neither is held while waiting: both are tried, the service's first (a
+   * client is told the server is full when both are). */
+  int g = take_one(sfd, cfg->max_concurrent, err);
+  if (g < 0) {
+    if (g == -EAGAIN)
+      *full = SLOT_FULL_GLOBAL;
+    return g == -EAGAIN ? -EAGAIN : -1;
+  }
+  int t = take_one(tfd, token_max, err);
+  if (t < 0) {
+    close(g);
+    if (t == -EAGAIN)
+      *full = SLOT_FULL_TOKEN;
+    return t == -EAGAIN ? -EAGAIN : -1;
+  }
+  h->token_fd = t;
+  h->global_fd = g;
+  return 0;
+}
+
+void slot_release(struct slot_hold *h) {
+  if (h->global_fd >= 0)
+    close(h->global_fd);
+  if (h->token_fd >= 0)
+    close(h->token_fd);
+  *h = SLOT_HOLD_NONE;
+}
