@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -504,4 +505,18 @@ ssize_t base64_decode(const char *in, size_t len, unsigned char *out, size_t out
       out[o++] = (unsigned char)w;
   }
   return (ssize_t)o;
+}
+
+void sha256_hex(const void *data, size_t len, char out[65]) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  out[0] = '\0';
+  if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+    return;
+  for (unsigned i = 0; i < n; i++) {
+    out[2 * i] = hex[md[i] >> 4];
+    out[2 * i + 1] = hex[md[i] & 15];
+  }
+  out[64] = '\0';
 }

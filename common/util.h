@@ -76,6 +76,8 @@ int chown_tree_at(int dirfd, const char *name, uid_t uid, gid_t gid, mcp_error_t
 /* mkdir -p of an absolute or relative path; existing directories are fine. */
 int mkdir_p(const char *path, mode_t mode, mcp_error_t *err);
 
+/* SHA-256 of data in 64 lowercase hex characters ("" if libcrypto fails). */
+void sha256_hex(const void *data, size_t len, char out[65]);
 /* 32 lowercase hex characters of cryptographic randomness (libuuid, v4). */
 void random_hex32(char out[33]);
 /* A random v4 UUID in its 36-character lowercase form. */

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,16 +21,6 @@ static int fd = -1;
 static volatile sig_atomic_t reopen_requested;
 
 void audit_reopen(void) { reopen_requested = 1; }
-
-static void sha256_hex(const char *data, size_t len, char out[65]) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  out[0] = '\0';
-  if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
-    return;
-  for (unsigned i = 0; i < n; i++)
-    snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
 
 static void iso_time(char *buf, size_t size) {
   struct timespec ts;

@@ -176,6 +176,11 @@ void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *
              out->skipped[i].reason);
     buf_append(&summary, line, strlen(line));
   }
+  if (out->more) {
+    const char *more = "more files changed in output/ than are listed here (resources/list lists them all)";
+    buf_append(&summary, summary.len ? "; " : "", summary.len ? 2 : 0);
+    buf_append(&summary, more, strlen(more));
+  }
   if (summary.len == 0)
     return;
   cJSON *t = cJSON_CreateObject();

@@ -16,7 +16,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,18 +86,16 @@ static int stage_name(const cJSON *packages, char out[33]) {
       v[n++] = p->valuestring;
   }
   qsort(v, (size_t)n, sizeof(v[0]), cmp_str);
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  int ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
-  for (int i = 0; ok && i < n; i++)
-    ok = EVP_DigestUpdate(ctx, v[i], strlen(v[i])) == 1 && EVP_DigestUpdate(ctx, "\n", 1) == 1;
-  ok = ok && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len >= 16;
-  EVP_MD_CTX_free(ctx);
-  if (!ok)
+  cleanup_buf struct buf joined = {0};
+  for (int i = 0; i < n; i++)
+    if (buf_append(&joined, v[i], strlen(v[i])) < 0 || buf_append(&joined, "\n", 1) < 0)
+      return -1;
+  char hex[65];
+  sha256_hex(joined.data ? joined.data : "", joined.len, hex);
+  if (hex[0] == '\0')
     return -1;
-  for (int i = 0; i < 16; i++)
-    snprintf(out + 2 * i, 3, "%02x", md[i]);
+  memcpy(out, hex, 32);
+  out[32] = '\0';
   return 0;
 }
 

@@ -14,6 +14,12 @@
 
 #define MAX_DEPTH 16
 #define MAX_ENTRIES 10000 /* entries looked at per scan */
+/* A result lists at most count_max files with their content, MAX_LINKED
+ * more as links, and MAX_SKIPPED entries that are not regular files: a
+ * workspace of thousands of files gets a bounded answer (out->more says
+ * that there is more; resources/list pages through all of it). */
+#define MAX_LINKED 20
+#define MAX_SKIPPED 20
 #define SNIFF 4096
 
 /* ---- MIME types from content ---- */
@@ -114,8 +120,10 @@ bool mime_is_text(const char *m) {
 
 /* ---- manifest ---- */
 
+/* What the previous call's scan saw, by the SHA-256 of each path (32 hex
+ * characters): a line is the same size whatever the path's length. */
 struct seen {
-  char *path;
+  char key[33];
   uint64_t ino, size;
   int64_t mtime_ns;
 };
@@ -126,13 +134,18 @@ struct seen_list {
 };
 
 static void seen_free(struct seen_list *l) {
-  for (size_t i = 0; i < l->n; i++)
-    free(l->v[i].path);
   free(l->v);
   memset(l, 0, sizeof(*l));
 }
 
-static int seen_add(struct seen_list *l, const char *path, uint64_t ino, uint64_t size, int64_t mtime) {
+static void path_key(const char *path, char key[33]) {
+  char hex[65];
+  sha256_hex(path, strlen(path), hex);
+  memcpy(key, hex, 32);
+  key[32] = '\0';
+}
+
+static int seen_add(struct seen_list *l, const char *key, uint64_t ino, uint64_t size, int64_t mtime) {
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 64;
     struct seen *v = realloc(l->v, cap * sizeof(*v));
@@ -141,29 +154,30 @@ static int seen_add(struct seen_list *l, const char *path, uint64_t ino, uint64_
     l->v = v;
     l->cap = cap;
   }
-  char *p = strdup(path);
-  if (p == NULL)
-    return -ENOMEM;
   struct seen *e = &l->v[l->n++];
-  e->path = p;
+  memcpy(e->key, key, 33);
   e->ino = ino;
   e->size = size;
   e->mtime_ns = mtime;
   return 0;
 }
 
-static const struct seen *seen_find(const struct seen_list *l, const char *path) {
-  for (size_t i = 0; i < l->n; i++)
-    if (strcmp(l->v[i].path, path) == 0)
-      return &l->v[i];
-  return NULL;
+static int cmp_seen(const void *a, const void *b) {
+  return strcmp(((const struct seen *)a)->key, ((const struct seen *)b)->key);
 }
 
-/* Lines "ino size mtime_ns hex(path)": paths may hold any byte but NUL. */
+/* prev is sorted by key (manifest_load). */
+static const struct seen *seen_find(const struct seen_list *l, const char *key) {
+  struct seen probe;
+  memcpy(probe.key, key, 33);
+  return l->n ? bsearch(&probe, l->v, l->n, sizeof(*l->v), cmp_seen) : NULL;
+}
+
+/* Lines "ino size mtime_ns key"; at most MAX_ENTRIES of them. */
 static void manifest_load(int dirfd, struct seen_list *l) {
   cleanup_free char *text = NULL;
   mcp_error_t err = NULL;
-  if (read_file_at(dirfd, OUTPUTS_MANIFEST, 64 << 20, &text, NULL, &err) < 0) {
+  if (read_file_at(dirfd, OUTPUTS_MANIFEST, (size_t)MAX_ENTRIES * 100, &text, NULL, &err) < 0) {
     mcp_error_release(&err);
     return;
   }
@@ -171,41 +185,23 @@ static void manifest_load(int dirfd, struct seen_list *l) {
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     unsigned long long ino, size;
     long long mtime;
-    char hex[8200];
-    if (sscanf(line, "%llu %llu %lld %8199s", &ino, &size, &mtime, hex) != 4 || strlen(hex) % 2 != 0)
+    char key[40];
+    if (sscanf(line, "%llu %llu %lld %36s", &ino, &size, &mtime, key) != 4 || strlen(key) != 32)
       continue;
-    char path[4100];
-    size_t n = strlen(hex) / 2;
-    if (n >= sizeof(path))
-      continue;
-    size_t i = 0;
-    for (; i < n; i++) {
-      unsigned v;
-      if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-        break;
-      path[i] = (char)v;
-    }
-    if (i < n)
-      continue; /* not hex: the rest of path[] was never written */
-    path[n] = '\0';
-    seen_add(l, path, ino, size, mtime);
+    seen_add(l, key, ino, size, mtime);
   }
+  if (l->n > 1)
+    qsort(l->v, l->n, sizeof(*l->v), cmp_seen);
 }
 
 static int manifest_save(int dirfd, const struct seen_list *l, mcp_error_t *err) {
   cleanup_buf struct buf b = {0};
-  static const char hexd[] = "0123456789abcdef";
   for (size_t i = 0; i < l->n; i++) {
-    char head[96];
-    int n = snprintf(head, sizeof(head), "%llu %llu %lld ", (unsigned long long)l->v[i].ino,
-                     (unsigned long long)l->v[i].size, (long long)l->v[i].mtime_ns);
-    if (buf_append(&b, head, (size_t)n) < 0)
+    char line[128];
+    int n = snprintf(line, sizeof(line), "%llu %llu %lld %s\n", (unsigned long long)l->v[i].ino,
+                     (unsigned long long)l->v[i].size, (long long)l->v[i].mtime_ns, l->v[i].key);
+    if (buf_append(&b, line, (size_t)n) < 0)
       return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "manifest");
-    for (const unsigned char *p = (const unsigned char *)l->v[i].path; *p; p++) {
-      char h[2] = {hexd[*p >> 4], hexd[*p & 15]};
-      buf_append(&b, h, 2);
-    }
-    buf_append(&b, "\n", 1);
   }
   return write_file_atomic(dirfd, OUTPUTS_MANIFEST, b.data ? b.data : "", b.len, 0600, err);
 }
@@ -218,6 +214,7 @@ struct scan {
   struct out_list *out;
   size_t entries;
   uint64_t inlined_bytes;
+  bool index_only; /* paths and sizes only: nothing is read, no manifest */
 };
 
 static int push(struct out_file **v, size_t *n, struct out_file f) {
@@ -233,6 +230,10 @@ static int push(struct out_file **v, size_t *n, struct out_file f) {
 }
 
 static int skip(struct scan *s, const char *path, const char *reason) {
+  if (s->out->n_skipped >= MAX_SKIPPED) {
+    s->out->more = true;
+    return 0;
+  }
   struct out_file f = {.path = strdup(path), .reason = reason};
   if (f.path == NULL)
     return -ENOMEM;
@@ -273,12 +274,22 @@ static int read_file(int dirfd, const char *name, const struct stat *st, size_t 
 }
 
 static int consider(struct scan *s, int dirfd, const char *name, const char *path, const struct stat *st) {
+  if (s->index_only) {
+    struct out_file f = {.path = strdup(path), .size = (uint64_t)st->st_size};
+    return f.path != NULL ? push(&s->out->files, &s->out->n, f) : -ENOMEM;
+  }
   int64_t mtime = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-  if (seen_add(&s->now, path, st->st_ino, (uint64_t)st->st_size, mtime) < 0)
+  char key[33];
+  path_key(path, key);
+  if (seen_add(&s->now, key, st->st_ino, (uint64_t)st->st_size, mtime) < 0)
     return -ENOMEM;
-  const struct seen *p = seen_find(&s->prev, path);
+  const struct seen *p = seen_find(&s->prev, key);
   if (p != NULL && p->ino == st->st_ino && p->size == (uint64_t)st->st_size && p->mtime_ns == mtime)
     return 0; /* unchanged since the previous call */
+  if ((int)s->out->n >= s->lim->count_max + MAX_LINKED) {
+    s->out->more = true;
+    return 0;
+  }
   struct out_file f = {.path = strdup(path), .size = (uint64_t)st->st_size};
   if (f.path == NULL)
     return -ENOMEM;
@@ -331,9 +342,13 @@ static int walk(struct scan *s, int dirfd, const char *prefix, int depth) {
       s->out->more = true;
       return 0;
     }
-    char path[4100];
-    if (snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", de->d_name) >= (int)sizeof(path))
+    char path[OUT_PATH_MAX + 300];
+    if (snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", de->d_name) > OUT_PATH_MAX) {
+      int r = skip(s, prefix, "paths longer than " OUT_PATH_MAX_TEXT " bytes are not returned");
+      if (r < 0)
+        return r;
       continue;
+    }
     struct stat st;
     if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
       continue;
@@ -360,7 +375,7 @@ int outputs_collect(int session_dirfd, const struct out_limits *lim, struct out_
   memset(out, 0, sizeof(*out));
   /* An image that is not mounted (its sandbox is gone) would look empty:
    * leave the manifest alone rather than forget every file. */
-  if (faccessat(session_dirfd, "work.img", F_OK, AT_SYMLINK_NOFOLLOW) == 0 && !workspace_mounted(session_dirfd))
+  if (workspace_has_image(session_dirfd) && !workspace_mounted(session_dirfd))
     return 0;
   cleanup_close int work = openat(session_dirfd, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (work < 0)
@@ -403,7 +418,7 @@ void outputs_free(struct out_list *out) {
   memset(out, 0, sizeof(*out));
 }
 
-int outputs_list(int session_dirfd, const struct out_limits *lim, struct out_list *out, mcp_error_t *err) {
+int outputs_index(int session_dirfd, struct out_list *out, mcp_error_t *err) {
   memset(out, 0, sizeof(*out));
   cleanup_close int work = openat(session_dirfd, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (work < 0)
@@ -411,13 +426,9 @@ int outputs_list(int session_dirfd, const struct out_limits *lim, struct out_lis
   cleanup_close int dir = openat(work, OUTPUTS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir < 0)
     return 0;
-  /* Listing only: every file is "changed" (no manifest) and none is read
-   * beyond its first bytes. */
-  struct out_limits peek = {.file_max = 0, .total_max = 0, .count_max = 0};
-  (void)lim;
-  struct scan s = {.lim = &peek, .out = out};
+  struct out_limits none = {0, 0, 0};
+  struct scan s = {.lim = &none, .out = out, .index_only = true};
   int r = walk(&s, dir, "", 0);
-  seen_free(&s.now);
   if (r < 0) {
     outputs_free(out);
     return mcp_fail(err, MCP_ERR_INTERNAL, -r, "list the output folder");
@@ -427,7 +438,10 @@ int outputs_list(int session_dirfd, const struct out_limits *lim, struct out_lis
   return 0;
 }
 
-int workspace_read(int session_dirfd, const char *rel, uint64_t max, struct out_file *f, mcp_error_t *err) {
+/* Read the regular file at rel below the workspace: all of it (up to max:
+ * larger is an error) or, with peek, its first SNIFF bytes. */
+static int read_beneath(int session_dirfd, const char *rel, uint64_t max, bool peek, struct out_file *f,
+                        mcp_error_t *err) {
   memset(f, 0, sizeof(*f));
   cleanup_close int cur = openat(session_dirfd, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (cur < 0)
@@ -447,16 +461,17 @@ int workspace_read(int session_dirfd, const char *rel, uint64_t max, struct out_
         return mcp_fail_public(err, MCP_ERR_NOT_FOUND, "No such file in the workspace.");
       if (!S_ISREG(st.st_mode))
         return mcp_fail_public(err, MCP_ERR_INVALID, "Only regular files can be read (%s).", kind_reason(st.st_mode));
-      if ((uint64_t)st.st_size > max)
+      if (!peek && (uint64_t)st.st_size > max)
         return mcp_fail_public(err, MCP_ERR_INVALID, "The file is larger than the limit of %llu bytes.",
                                (unsigned long long)max);
       f->path = strdup(rel);
       f->size = (uint64_t)st.st_size;
-      int r = read_file(cur, part, &st, (size_t)st.st_size, f);
+      size_t want = peek && st.st_size > SNIFF ? SNIFF : (size_t)st.st_size;
+      int r = read_file(cur, part, &st, want, f);
       if (r < 0 || f->path == NULL)
         return mcp_fail_public(err, MCP_ERR_INVALID, "The file could not be read.");
       snprintf(f->mime, sizeof(f->mime), "%s", mime_detect(f->data, f->len < SNIFF ? f->len : SNIFF, rel));
-      f->inlined = true;
+      f->inlined = !peek;
       return 0;
     }
     int fd = openat(cur, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -467,6 +482,14 @@ int workspace_read(int session_dirfd, const char *rel, uint64_t max, struct out_
     part = next;
   }
   return mcp_fail_public(err, MCP_ERR_INVALID, "The path names no file.");
+}
+
+int workspace_read(int session_dirfd, const char *rel, uint64_t max, struct out_file *f, mcp_error_t *err) {
+  return read_beneath(session_dirfd, rel, max, false, f, err);
+}
+
+int workspace_peek(int session_dirfd, const char *rel, struct out_file *f, mcp_error_t *err) {
+  return read_beneath(session_dirfd, rel, 0, true, f, err);
 }
 
 void out_file_free(struct out_file *f) {

@@ -21,6 +21,9 @@
 
 #define OUTPUTS_DIR "output"
 #define OUTPUTS_MANIFEST "outputs.manifest"
+/* Longer paths below output/ are reported as skipped, never returned. */
+#define OUT_PATH_MAX 1024
+#define OUT_PATH_MAX_TEXT "1024"
 
 struct out_file {
   char *path; /* relative to output/, '/'-separated */
@@ -37,7 +40,7 @@ struct out_list {
   size_t n;
   struct out_file *skipped; /* links, FIFOs, ... (path and reason only) */
   size_t n_skipped;
-  bool more; /* the scan stopped at a limit */
+  bool more; /* more changed (or skipped) than listed, or the scan stopped at a limit */
 };
 
 struct out_limits {
@@ -49,11 +52,14 @@ struct out_limits {
 /* Scan <session>/work/output, compare with and update the manifest. */
 int outputs_collect(int session_dirfd, const struct out_limits *lim, struct out_list *out, mcp_error_t *err);
 void outputs_free(struct out_list *out);
-/* Every regular file under output/ (path, size, MIME type; no content). */
-int outputs_list(int session_dirfd, const struct out_limits *lim, struct out_list *out, mcp_error_t *err);
+/* Every regular file under output/ (path and size; nothing is read),
+ * sorted by path; at most a bounded number of entries is looked at. */
+int outputs_index(int session_dirfd, struct out_list *out, mcp_error_t *err);
 /* Read one regular file at rel (relative to the workspace), at most max
  * bytes, without following links; f->data holds it. */
 int workspace_read(int session_dirfd, const char *rel, uint64_t max, struct out_file *f, mcp_error_t *err);
+/* The same for its MIME type and size: the first bytes only (not inlined). */
+int workspace_peek(int session_dirfd, const char *rel, struct out_file *f, mcp_error_t *err);
 void out_file_free(struct out_file *f);
 
 /* The MIME type of content (name only refines text and zip types). */

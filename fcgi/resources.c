@@ -37,30 +37,39 @@ static int ensure_mounted(struct rpc_call *c) {
   return 0;
 }
 
-int resources_list(struct rpc_call *c) {
-  if (ensure_mounted(c) < 0)
-    return -1;
-  struct out_list out;
-  struct out_limits lim = {0, 0, 0};
+/* Listings are paged: at most PAGE_MAX resources and about PAGE_BYTES of
+ * JSON per answer, whatever the workspace holds. */
+#define PAGE_MAX 100
+#define PAGE_BYTES (256 << 10)
+
+/* Reading the workspace is serialized with the session's calls, as calls
+ * are with each other. */
+static int lock_session(struct rpc_call *c) {
   mcp_error_t err = NULL;
-  if (outputs_list(c->session->dirfd, &lim, &out, &err) < 0) {
-    mcp_error_log_release(&err, "resources/list");
-    return rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+  if (session_lock(c->session, (int64_t)c->ctx->cfg->busy_wait * 1000, &err) == 0)
+    return 0;
+  rpc_fail(c, RPC_INTERNAL_ERROR, "%s", mcp_error_public(err));
+  if (err->kind != MCP_ERR_BUSY)
+    mcp_error_log_release(&err, "resources");
+  mcp_error_release(&err);
+  return -1;
+}
+
+/* The cursor is the hex of the last path of the previous page: a page
+ * starts after it, so files added or removed between pages do not shift
+ * the others. */
+static char *cursor_encode(const char *path) {
+  static const char hexd[] = "0123456789abcdef";
+  size_t n = strlen(path);
+  char *out = malloc(2 * n + 1);
+  if (out == NULL)
+    return NULL;
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = hexd[(unsigned char)path[i] >> 4];
+    out[2 * i + 1] = hexd[(unsigned char)path[i] & 15];
   }
-  cJSON *r = cJSON_CreateObject();
-  cJSON *list = cJSON_AddArrayToObject(r, "resources");
-  for (size_t i = 0; i < out.n; i++) {
-    cleanup_free char *uri = files_uri(OUTPUTS_DIR, out.files[i].path);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "uri", uri ? uri : "");
-    files_add_path(o, "name", out.files[i].path);
-    cJSON_AddStringToObject(o, "mimeType", out.files[i].mime);
-    cJSON_AddNumberToObject(o, "size", (double)out.files[i].size);
-    cJSON_AddItemToArray(list, o);
-  }
-  outputs_free(&out);
-  c->result = r;
-  return 0;
+  out[2 * n] = '\0';
+  return out;
 }
 
 static int hexval(char ch) {
@@ -71,6 +80,85 @@ static int hexval(char ch) {
   if (ch >= 'A' && ch <= 'F')
     return ch - 'A' + 10;
   return -1;
+}
+
+/* 0 with *after set (NULL: from the start), -1 when the cursor is not one of ours. */
+static int cursor_decode(const cJSON *params, char **after) {
+  *after = NULL;
+  const cJSON *cur = cJSON_GetObjectItemCaseSensitive(params, "cursor");
+  if (cur == NULL || cJSON_IsNull(cur))
+    return 0;
+  if (!cJSON_IsString(cur))
+    return -1;
+  size_t n = strlen(cur->valuestring);
+  if (n == 0 || n % 2 != 0 || n > 2 * OUT_PATH_MAX)
+    return -1;
+  char *out = malloc(n / 2 + 1);
+  if (out == NULL)
+    return -1;
+  for (size_t i = 0; i < n / 2; i++) {
+    int hi = hexval(cur->valuestring[2 * i]), lo = hexval(cur->valuestring[2 * i + 1]);
+    if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+      free(out);
+      return -1;
+    }
+    out[i] = (char)(hi * 16 + lo);
+  }
+  out[n / 2] = '\0';
+  *after = out;
+  return 0;
+}
+
+static cJSON *resource_entry(int dirfd, const struct out_file *e) {
+  cleanup_free char *uri = files_uri(OUTPUTS_DIR, e->path);
+  char rel[OUT_PATH_MAX + 16];
+  snprintf(rel, sizeof(rel), "%s/%s", OUTPUTS_DIR, e->path);
+  struct out_file peek;
+  mcp_error_t err = NULL;
+  const char *mime = "application/octet-stream";
+  if (workspace_peek(dirfd, rel, &peek, &err) == 0)
+    mime = peek.mime;
+  mcp_error_release(&err);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "uri", uri ? uri : "");
+  files_add_path(o, "name", e->path);
+  cJSON_AddStringToObject(o, "mimeType", mime);
+  cJSON_AddNumberToObject(o, "size", (double)e->size);
+  out_file_free(&peek);
+  return o;
+}
+
+int resources_list(struct rpc_call *c) {
+  cleanup_free char *after = NULL;
+  if (cursor_decode(c->params, &after) < 0)
+    return rpc_fail(c, RPC_INVALID_PARAMS, "Invalid params: the cursor is not one this server gave");
+  if (lock_session(c) < 0 || ensure_mounted(c) < 0)
+    return -1;
+  struct out_list out;
+  mcp_error_t err = NULL;
+  if (outputs_index(c->session->dirfd, &out, &err) < 0) {
+    mcp_error_log_release(&err, "resources/list");
+    return rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+  }
+  cJSON *r = cJSON_CreateObject();
+  cJSON *list = cJSON_AddArrayToObject(r, "resources");
+  size_t i = 0, bytes = 0;
+  while (i < out.n && after != NULL && strcmp(out.files[i].path, after) <= 0)
+    i++;
+  int taken = 0;
+  for (; i < out.n && taken < PAGE_MAX && bytes < PAGE_BYTES; i++, taken++) {
+    cJSON *o = resource_entry(c->session->dirfd, &out.files[i]);
+    /* uri and name: each at most three bytes per path byte */
+    bytes += 6 * strlen(out.files[i].path) + 128;
+    cJSON_AddItemToArray(list, o);
+  }
+  if (i < out.n) {
+    cleanup_free char *next = cursor_encode(out.files[i - 1].path);
+    cJSON_AddStringToObject(r, "nextCursor", next ? next : "");
+  }
+  outputs_free(&out);
+  c->result = r;
+  return 0;
 }
 
 /* The workspace path of a file:///work/... URI; NULL when not one. */
@@ -109,7 +197,7 @@ int resources_read(struct rpc_call *c) {
   cleanup_free char *path = uri_path(uri->valuestring);
   if (path == NULL || *path == '\0')
     return rpc_fail(c, MCP_RESOURCE_NOT_FOUND, "Resource not found: URIs look like file:///work/output/<name>");
-  if (ensure_mounted(c) < 0)
+  if (lock_session(c) < 0 || ensure_mounted(c) < 0)
     return -1;
   struct out_file f;
   mcp_error_t err = NULL;

@@ -116,6 +116,7 @@ static void resources(const char *line) {
   if (resources_list(&c) == 0)
     check_result(c.result, "resources/list");
   cJSON_Delete(c.result);
+  session_unlock(&s); /* as mcp.c does after every request */
 
   cleanup_cjson cJSON *params = cJSON_CreateObject();
   cleanup_buf struct buf uri = {0};
@@ -128,6 +129,7 @@ static void resources(const char *line) {
   else if (r.error_message[0] == '\0')
     fuzz_fail("resources/read failed without a message");
   cJSON_Delete(r.result);
+  session_unlock(&s);
 
   struct out_file f;
   mcp_error_t err = NULL;

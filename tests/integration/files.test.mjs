@@ -138,3 +138,48 @@ test('resources: output files are listed and readable; paths outside the workspa
     await assert.rejects(client.readResource({ uri: 'file:///work/output/missing' }));
   });
 });
+
+test('resources/list pages a workspace of thousands of long, non-UTF-8 names: bounded answers, a cursor, every file once; the call that made them gets a bounded result', opts, async (t) => {
+  await withClient('files-many', async (client) => {
+    const n = 2500;
+    // 200 bytes of 0xff and a number: 600 bytes of URI and of name each.
+    const r = await runPython(client, {
+      code: [
+        'import os',
+        'os.makedirs("output/many", exist_ok=True)',
+        `for i in range(${n}):`,
+        '    fd = os.open(b"output/many/" + b"\\xff" * 200 + b"-%05d" % i, os.O_WRONLY | os.O_CREAT, 0o644)',
+        '    os.close(fd)',
+        'for i in range(300):',
+        '    os.symlink("/etc/passwd", b"output/link-" + b"\\xfe" * 150 + b"-%03d" % i)',
+        'print("made")',
+      ].join('\n'),
+      timeout_seconds: 110,
+    });
+    assert.equal(r.structuredContent.stdout, 'made\n', JSON.stringify(r.structuredContent).slice(0, 500));
+    const callBytes = JSON.stringify(r).length;
+    t.diagnostic(`the call's result: ${callBytes} bytes, ${r.structuredContent.files.length} files, ${r.structuredContent.skipped_files.length} skipped`);
+    assert.ok(callBytes < 1 << 20, `the result of the call is bounded: ${callBytes} bytes`);
+    assert.ok(r.structuredContent.skipped_files.length <= 20 && r.structuredContent.files.length <= 60, "the lists are bounded");
+    assert.match(r.content.map((c) => c.text || "").join(" "), /more files changed/, "and say that there is more");
+    const seen = new Set();
+    let cursor, pages = 0, largest = 0;
+    do {
+      const t0 = Date.now();
+      const page = await client.listResources(cursor ? { cursor } : {});
+      const bytes = JSON.stringify(page).length;
+      largest = Math.max(largest, bytes);
+      assert.ok(bytes < 512 * 1024, `page ${pages}: ${bytes} bytes in ${Date.now() - t0} ms`);
+      for (const res of page.resources) {
+        assert.ok(!seen.has(res.uri), `listed once: ${res.uri.slice(0, 80)}`);
+        seen.add(res.uri);
+      }
+      cursor = page.nextCursor;
+      pages++;
+      assert.ok(pages < 200, 'the pages end');
+    } while (cursor);
+    t.diagnostic(`${seen.size} resources in ${pages} pages, the largest ${largest} bytes`);
+    assert.equal(seen.size, n, 'every regular file, once');
+    await assert.rejects(client.listResources({ cursor: 'not-a-cursor' }), /cursor/i, 'a cursor the server did not give');
+  });
+});
