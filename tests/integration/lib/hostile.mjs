@@ -1,7 +1,8 @@
 // Shared machinery of the hostile-code suites (hostile.test.mjs for Python,
-// hostile-js.test.mjs for JavaScript): result checks, session bookkeeping,
-// the "hostile call, then both sessions answer in < 2 s" test shape, host
-// cgroup look-ups and the final leftover check.
+// hostile-js.test.mjs for JavaScript; their one table of cases is
+// hostile-cases.mjs): result checks, session bookkeeping, the "hostile
+// call, then both sessions answer in < 2 s" test shape, host cgroup
+// look-ups, the final leftover check and the verdicts several cases share.
 //
 // hostileKit({tool, aliveCode}) binds it to one tool: `tool` is the tool name
 // (execute_python, execute_javascript), `aliveCode(mark)` the code of the
