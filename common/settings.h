@@ -19,7 +19,7 @@ struct mcp_config {
   char state_dir[PATH_MAX];   /* sessions, pool, runsc root, skeleton root */
   char fcgi_socket[PATH_MAX]; /* the FastCGI socket nginx connects to */
   char socket_group[64];      /* group that may connect to it (nginx's workers) */
-  char libexec_dir[PATH_MAX]; /* mcp-sandboxd, executor.py, libmcpstatx.so */
+  char libexec_dir[PATH_MAX]; /* mcp-sandboxd, executor/, libmcpstatx.so */
   char backend[16];           /* "runsc", or "direct" (no isolation: tests only) */
   char runsc[PATH_MAX];       /* the runsc binary */
   char runsc_platform[16];
