@@ -281,8 +281,10 @@ int rootfs_prepare(const char *path, int uid, int gid, mcp_error_t *err) {
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", path);
   if (fchmod(root, 0755) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", path);
-  static const char *const dirs[] = {"usr", "etc",     "work",           "tmp",         "dev", "proc", "sys",
-                                     "opt", "opt/mcp", "opt/mcp/wheels", "opt/mcp/npm", "root"};
+  /* Mount points among them: the executor's folder, the wheels, the npm trees. */
+  static const char *const dirs[] = {
+      "usr",         "etc", "work", "tmp", "dev", "proc", "sys", "opt", "opt/mcp", "opt/mcp/executor", "opt/mcp/wheels",
+      "opt/mcp/npm", "root"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
     if (mkdir_at(root, dirs[i], 0755, err) < 0)
       return -1;
@@ -291,7 +293,7 @@ int rootfs_prepare(const char *path, int uid, int gid, mcp_error_t *err) {
   for (size_t i = 0; i < ARRAY_SIZE(links); i++)
     if (symlink_at(root, links[i][0], links[i][1], err) < 0)
       return -1;
-  if (touch_at(root, "opt/mcp/executor.py", err) < 0 || touch_at(root, "opt/mcp/libmcpstatx.so", err) < 0)
+  if (touch_at(root, "opt/mcp/libmcpstatx.so", err) < 0)
     return -1;
   if (mkdir_at(root, "etc/ssl", 0755, err) < 0)
     return -1;

@@ -15,7 +15,7 @@
 
 #include "common/error.h"
 
-#define SANDBOX_EXECUTOR "/opt/mcp/executor.py"
+#define SANDBOX_EXECUTOR "/opt/mcp/executor" /* a folder: python3 runs its __main__.py */
 #define SANDBOX_PRELOAD "/opt/mcp/libmcpstatx.so"
 #define SANDBOX_WORKDIR "/work"
 #define SANDBOX_WHEELS "/opt/mcp/wheels"
@@ -24,7 +24,7 @@
 struct bundle_spec {
   const char *rootfs;          /* skeleton root (host path) */
   const char *workspace;       /* the session's workspace (host path) */
-  const char *executor;        /* host path of executor.py */
+  const char *executor;        /* host path of the executor folder (__main__.py, mcp_executor/) */
   const char *preload_lib;     /* host path of libmcpstatx.so, or NULL */
   const char *wheels;          /* host path of the wheel cache, or NULL */
   const char *npm;             /* host path of the installed npm trees, or NULL */

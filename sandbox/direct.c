@@ -18,7 +18,7 @@
 
 static int direct_start(struct sandbox_ctx *ctx, int stdin_fd, int stdout_fd, mcp_error_t *err) {
   char executor[PATH_MAX], workdir[PATH_MAX + 16];
-  if (snprintf(executor, sizeof(executor), "%s/executor.py", ctx->cfg->libexec_dir) >= (int)sizeof(executor) ||
+  if (snprintf(executor, sizeof(executor), "%s/executor", ctx->cfg->libexec_dir) >= (int)sizeof(executor) ||
       snprintf(workdir, sizeof(workdir), "--workdir=%s/work", ctx->dir) >= (int)sizeof(workdir))
     return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "executor paths");
   /* Its own session: every call's process group stays inside it, so

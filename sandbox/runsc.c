@@ -90,7 +90,7 @@ static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_
   if (snprintf(bundle, size, "%s/bundle", ctx->dir) >= (int)size ||
       snprintf(rootfs, sizeof(rootfs), "%s/rootfs", cfg->state_dir) >= (int)sizeof(rootfs) ||
       snprintf(workspace, sizeof(workspace), "%s/work", ctx->dir) >= (int)sizeof(workspace) ||
-      snprintf(executor, sizeof(executor), "%s/executor.py", cfg->libexec_dir) >= (int)sizeof(executor) ||
+      snprintf(executor, sizeof(executor), "%s/executor", cfg->libexec_dir) >= (int)sizeof(executor) ||
       snprintf(preload, sizeof(preload), "%s/libmcpstatx.so", cfg->libexec_dir) >= (int)sizeof(preload))
     return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "bundle paths");
   if (mkdir(bundle, 0700) < 0 && errno != EEXIST)

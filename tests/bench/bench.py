@@ -380,7 +380,7 @@ class FreshRun:
         p = cfg["process"]
         p["args"] = [svc.python, "-c", PRINT1]
         p["user"] = {"uid": svc.uid, "gid": svc.gid}
-        # What the executor gives each call (executor/executor.py, base_env).
+        # What the executor gives each call (executor/mcp_executor/limits.py, base_env).
         p["env"] = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/work", "LANG=C.UTF-8", "TMPDIR=/tmp",
                     "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"]
         p["cwd"] = "/work"

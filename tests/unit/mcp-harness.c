@@ -72,7 +72,7 @@ void harness_setup(struct harness *h) {
   if (mkdir(h->libexec, 0755) < 0)
     bail_out("mkdir: %s", strerror(errno));
   link_into(h->libexec, "mcp-sandboxd", TEST_BUILDDIR "/mcp-sandboxd");
-  link_into(h->libexec, "executor.py", TEST_SRCDIR "/executor/executor.py");
+  link_into(h->libexec, "executor", TEST_SRCDIR "/executor");
 
   clear_mcp_env();
   setenv("MCP_STATE_DIR", h->state, 1);

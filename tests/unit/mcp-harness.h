@@ -2,7 +2,7 @@
  * response written to a buffer.
  *
  * The harness makes a private state folder (mkdtemp) and a libexec folder
- * holding links to the built mcp-sandboxd and to executor/executor.py, and
+ * holding links to the built mcp-sandboxd and to the executor/ folder, and
  * configures backend = direct: each session's supervisor runs the executor
  * as a plain host process, so the whole responder -> supervisor -> executor
  * path runs without root or gVisor.  The supervisors read the same settings

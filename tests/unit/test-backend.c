@@ -201,8 +201,8 @@ int main(void) {
   mkdir(p, 0700);
   snprintf(p, sizeof(p), "%s/session/work", tmp);
   mkdir(p, 0700);
-  snprintf(p, sizeof(p), "%s/executor.py", tmp);
-  if (symlink(TEST_SRCDIR "/executor/executor.py", p) < 0)
+  snprintf(p, sizeof(p), "%s/executor", tmp);
+  if (symlink(TEST_SRCDIR "/executor", p) < 0)
     bail_out("symlink: %s", strerror(errno));
   config_defaults(&cfg);
   snprintf(cfg.libexec_dir, sizeof(cfg.libexec_dir), "%s", tmp);

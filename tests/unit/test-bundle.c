@@ -16,7 +16,7 @@
 static const struct bundle_spec base = {
     .rootfs = "/state/rootfs",
     .workspace = "/state/sessions/s1/work",
-    .executor = "/usr/libexec/mcp-sandbox/executor.py",
+    .executor = "/usr/libexec/mcp-sandbox/executor",
     .preload_lib = NULL,
     .python = "/usr/bin/python3",
     .preload_modules = "numpy,pandas",
@@ -87,7 +87,7 @@ static void process_tests(const cJSON *cfg) {
   ok(cJSON_IsArray(get(caps, "inheritable")) && cJSON_GetArraySize(get(caps, "inheritable")) == 0,
      "inheritable set is empty");
   ok(cJSON_IsArray(get(caps, "ambient")) && cJSON_GetArraySize(get(caps, "ambient")) == 0, "ambient set is empty");
-  is_joined(get(p, "args"), "/usr/bin/python3,-I,-B,/opt/mcp/executor.py,--uid=1234,--gid=2345,--preload=numpy,pandas",
+  is_joined(get(p, "args"), "/usr/bin/python3,-I,-B,/opt/mcp/executor,--uid=1234,--gid=2345,--preload=numpy,pandas",
             "args run the executor with the code's uid and gid");
   is_str(str(p, "cwd"), "/", "cwd");
   /* The sandbox's initial environment is fixed by the bundle: nothing of
@@ -138,8 +138,8 @@ static void mount_tests(const cJSON *cfg) {
   is_str(str(shm, "type"), "tmpfs", "/dev/shm is a tmpfs");
   ok(has_option(shm, "size=67108864"), "/dev/shm has the configured size");
 
-  const cJSON *ex = mount_at(cfg, "/opt/mcp/executor.py");
-  is_str(str(ex, "source"), "/usr/libexec/mcp-sandbox/executor.py", "the executor is bound from the host");
+  const cJSON *ex = mount_at(cfg, "/opt/mcp/executor");
+  is_str(str(ex, "source"), "/usr/libexec/mcp-sandbox/executor", "the executor's folder is bound from the host");
   ok(has_option(ex, "ro"), "read-only");
   ok(mount_at(cfg, "/opt/mcp/libmcpstatx.so") == NULL, "no preload library mount without one");
   ok(has_option(mount_at(cfg, "/usr"), "ro"), "/usr is read-only");
@@ -193,7 +193,7 @@ static void variant_tests(void) {
   is_str(str(pre, "source"), "/usr/lib/mcp/libmcpstatx.so", "the preload library is bound");
   ok(has_option(pre, "ro"), "read-only");
   is_joined(get(get(cfg, "process"), "args"),
-            "/usr/bin/python3,-I,-B,/opt/mcp/executor.py,--uid=1234,--gid=2345,--statx-fix",
+            "/usr/bin/python3,-I,-B,/opt/mcp/executor,--uid=1234,--gid=2345,--statx-fix",
             "the executor is told to preload the library; no --preload with empty preload_modules");
   const cJSON *l = get(cfg, "linux");
   is_str(str(l, "cgroupsPath"), "/mcp/abc", "cgroupsPath");
@@ -251,7 +251,8 @@ static void rootfs_tests(const char *tmp) {
   is_int(rootfs_prepare(root, 1234, 2345, &err), 0, "rootfs_prepare creates the skeleton and its parents");
   if (err != NULL)
     diag("%s", err->msg);
-  static const char *const dirs[] = {"usr", "etc", "work", "tmp", "dev", "proc", "sys", "opt/mcp", "root"};
+  static const char *const dirs[] = {"usr", "etc", "work", "tmp", "dev", "proc", "sys", "opt/mcp", "opt/mcp/executor",
+                                     "root"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
     ok(exists(root, dirs[i], S_IFDIR), "mount point %s/ exists", dirs[i]);
   static const char *const links[][2] = {
@@ -264,7 +265,6 @@ static void rootfs_tests(const char *tmp) {
       target[n] = '\0';
     is_str(target, links[i][1], "usr-merge link %s", links[i][0]);
   }
-  ok(exists(root, "opt/mcp/executor.py", S_IFREG), "executor mount point is a file");
   ok(exists(root, "opt/mcp/libmcpstatx.so", S_IFREG), "preload mount point is a file");
 
   char *passwd = read_text(root, "etc/passwd");
@@ -354,10 +354,9 @@ static void umask_tests(const char *tmp) {
   umask(old);
   mcp_error_release(&err);
   is_int(mode_of(root, "."), 0755, "the root is 0755");
-  static const char *const dirs[] = {"etc", "usr", "opt", "opt/mcp", "work", "tmp"};
+  static const char *const dirs[] = {"etc", "usr", "opt", "opt/mcp", "opt/mcp/executor", "work", "tmp"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
     is_int(mode_of(root, dirs[i]), 0755, "%s/ is 0755", dirs[i]);
-  is_int(mode_of(root, "opt/mcp/executor.py"), 0644, "the executor mount point is 0644");
   is_int(mode_of(root, "etc/passwd"), 0644, "etc/passwd is 0644");
   is_int(mode_of(root, "etc/group"), 0644, "etc/group is 0644");
   is_int(mode_of(root, "etc/hosts"), 0644, "etc/hosts is 0644");

@@ -1,6 +1,6 @@
 /* Failures below the responder, end to end: executors that crash, hang or
  * speak garbage (fake executors run by the direct backend in place of
- * executor.py), and a supervisor that cannot be started.  Each must end the
+ * the executor/ folder), and a supervisor that cannot be started.  Each must end the
  * call with a tool error a client can read, without host paths, and leave
  * no process behind. */
 #include "config.h"
@@ -18,7 +18,7 @@
 
 static struct harness h;
 
-/* Python written as executor.py of a libexec folder of its own. */
+/* Python written as executor/__main__.py of a libexec folder of its own. */
 static const char crash_py[] = "import sys\nsys.exit(3)\n";
 static const char garbage_py[] = "import os, time\nos.write(1, b'Zgarbage!')\ntime.sleep(60)\n";
 static const char hang_py[] = "import json, os, struct\n"
@@ -28,7 +28,7 @@ static const char hang_py[] = "import json, os, struct\n"
                               "    pass\n";
 
 /* Point the service (responder and supervisors) at a libexec folder whose
- * executor.py is `py` (NULL: no mcp-sandboxd at all). */
+ * executor/__main__.py is `py` (NULL: no mcp-sandboxd at all). */
 static void use_libexec(const char *name, const char *py) {
   char dir[PATH_MAX];
   snprintf(dir, sizeof(dir), "%s/%s", h.root, name);
@@ -38,7 +38,9 @@ static void use_libexec(const char *name, const char *py) {
     snprintf(p, sizeof(p), "%s/mcp-sandboxd", dir);
     if (symlink(TEST_BUILDDIR "/mcp-sandboxd", p) < 0 && errno != EEXIST)
       bail_out("symlink: %s", strerror(errno));
-    snprintf(p, sizeof(p), "%s/executor.py", dir);
+    snprintf(p, sizeof(p), "%s/executor", dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/executor/__main__.py", dir);
     FILE *f = fopen(p, "w");
     fputs(py, f);
     fclose(f);
@@ -137,7 +139,7 @@ static const char dying_py[] =
     "except OSError:\n"
     "    n = 0\n"
     "if n >= %d:\n"
-    "    os.execv(sys.executable, [sys.executable, '-I', '-B', '%s/executor.py'] + sys.argv[1:])\n"
+    "    os.execv(sys.executable, [sys.executable, '-I', '-B', '%s/executor'] + sys.argv[1:])\n"
     "p = json.dumps({'python': 'fake'}).encode()\n"
     "os.write(1, struct.pack('>cI', b'Y', len(p)) + p)\n"
     "os.read(0, 65536)\n"

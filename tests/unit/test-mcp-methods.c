@@ -244,7 +244,7 @@ static void call_tests(void) {
   like(jstr(sc, "stderr"), "Traceback (most recent call last):", "with a traceback");
   like(jstr(sc, "stderr"), "line 2, in f", "that names the user's lines");
   like(jstr(sc, "stderr"), "ValueError: boom", "and the exception");
-  ok(jstr(sc, "stderr") && strstr(jstr(sc, "stderr"), "executor.py") == NULL, "without the executor's own frame");
+  ok(jstr(sc, "stderr") && strstr(jstr(sc, "stderr"), "mcp_executor") == NULL, "without the executor's own frame");
   response_free(&r);
 
   call(sid, "{\"code\":\"import sys; print('out'); sys.exit(3)\"}", &r);

@@ -1,0 +1,78 @@
+"""The executor's main loop: start up (preload, the first spares, the Y
+frame), then for each request frame accept it (A), run it, and between
+calls import what the last one learned and fork the next spares.
+"""
+
+import json
+import os
+import select
+import signal
+import sys
+
+from .call import run_call
+from .limits import set_dumpable
+from .protocol import ACCEPTED, DONE, READY, REQUEST, FrameReader, write_frame
+from .spare import prepare_spare
+from .state import Args, State
+
+SPARE_DELAY = 0.05  # seconds between a call's answer and the next spare's fork
+
+
+def main():
+    st = State(Args(sys.argv[1:]))
+    if not st.args.direct:
+        set_dumpable(False)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    import_modules(st, st.args.preload)
+    prepare_spare(st)
+    write_frame(READY, json.dumps({"python": sys.version.split()[0], "preloaded": sorted(st.preloaded)}).encode())
+    serve(st, FrameReader(0), wake_r)
+
+
+def serve(st, reader, wake_r):
+    """Run the requests that come on fd 0, one at a time, until its end."""
+    while True:
+        frame = reader.next()
+        if frame is None:
+            if not reader.fill():
+                return
+            continue
+        kind, payload = frame
+        if kind != REQUEST:
+            continue
+        try:
+            req = json.loads(payload)
+        except ValueError:
+            write_frame(DONE, json.dumps({"exit_code": 126, "error": "bad request"}).encode())
+            continue
+        # From here on a lost sandbox is the call's doing (or its fate);
+        # before it, the supervisor may hand the call to a new sandbox.
+        write_frame(ACCEPTED, b"")
+        said = run_call(st, req, payload, reader, wake_r)
+        if said.packages_changed and st.preloaded:
+            # A preloaded template module could shadow what was just
+            # installed: start over as a fresh interpreter (still PID 1),
+            # with the same command line (python3 -I -B <folder> ...).
+            os.execv(sys.executable, sys.orig_argv)
+        import_modules(st, [name for name in said.learned if name in st.args.learn])
+        # The next call's child is forked once this call's answer has had
+        # time to leave: a fork keeps gVisor busy for 15-40 ms, and on a
+        # small machine that delays the answer on its way out.  A request
+        # that comes first is served at once (forking on demand).
+        if not reader.buf and not select.select([0], [], [], SPARE_DELAY)[0]:
+            prepare_spare(st)  # after the imports: the spare has them too
+
+
+def import_modules(st, names):
+    """Import template modules into this process (the spares and the calls
+    they become have them loaded), and remember which it has."""
+    for name in names:
+        if name not in st.preloaded:
+            try:
+                __import__(name)
+                st.preloaded.add(name)
+            except Exception:
+                pass

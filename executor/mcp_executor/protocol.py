@@ -1,0 +1,99 @@
+"""Frames to and from the supervisor (mcp-sandboxd), on fds 0 and 1.
+
+A frame is one type byte, a big-endian u32 length, the payload; the table
+of types is common/frame.h.  The executor reads R (request) and K (cancel)
+and writes Y (ready), A (accepted), O (stdout), E (stderr) and D (done).
+"""
+
+import os
+import struct
+
+HEADER = struct.Struct(">cI")
+MAX_REQUEST = 256 << 20
+CHUNK = 65536
+
+REQUEST = b"R"  # JSON: run this call
+CANCEL = b"K"  # empty: end the running call
+READY = b"Y"  # JSON: the executor is up (Python version, preloaded modules)
+ACCEPTED = b"A"  # empty: the call is the sandbox's own now
+STDOUT = b"O"  # bytes of the call's stdout
+STDERR = b"E"  # bytes of the call's stderr
+DONE = b"D"  # JSON: the call's result
+
+
+def write_frame(kind, payload):
+    """Write one frame (blocking); exit quietly once the supervisor is gone."""
+    data = HEADER.pack(kind, len(payload)) + payload
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(1, view)
+        except InterruptedError:
+            continue
+        except BrokenPipeError:
+            os._exit(0)
+        view = view[n:]
+
+
+class FrameReader:
+    """Frames from fd, read as they come."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = bytearray()
+
+    def fill(self):
+        """Read what fd has; False at EOF."""
+        try:
+            data = os.read(self.fd, CHUNK)
+        except InterruptedError:
+            return True
+        if not data:
+            return False
+        self.buf += data
+        return True
+
+    def next(self):
+        """The next whole frame (kind, payload), or None."""
+        if len(self.buf) < HEADER.size:
+            return None
+        kind, length = HEADER.unpack_from(self.buf)
+        if length > MAX_REQUEST:
+            os._exit(3)
+        if len(self.buf) < HEADER.size + length:
+            return None
+        payload = bytes(self.buf[HEADER.size:HEADER.size + length])
+        del self.buf[:HEADER.size + length]
+        return kind, payload
+
+
+class Stream:
+    """A call's stdout or stderr pipe, forwarded as O or E frames up to the
+    call's output limit; what is beyond it is counted, not sent."""
+
+    def __init__(self, fd, kind, limit):
+        self.fd = fd
+        self.kind = kind
+        self.limit = limit
+        self.sent = 0
+        self.total = 0
+        self.tail = b""  # the last bytes, to recognise a V8 heap overflow
+
+    def pump(self):
+        """Forward what is readable; False at EOF."""
+        try:
+            data = os.read(self.fd, CHUNK)
+        except InterruptedError:
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        self.total += len(data)
+        self.tail = (self.tail + data)[-4096:]
+        room = self.limit - self.sent
+        if room > 0:
+            part = data[:room]
+            self.sent += len(part)
+            write_frame(self.kind, part)
+        return True

@@ -1,0 +1,140 @@
+"""Spares: children forked ahead of the next call.  In gVisor a fork costs
+15-20 ms (more with numpy loaded): forking right after a call moves that
+cost out of the next call's way.  The set (State.spares) holds a Python
+spare, which serves any call, and once the session ran JavaScript a warm
+Node.js spare with that call's limits.
+"""
+
+import gc
+import json
+import os
+import signal
+
+from .child import run_child
+from .limits import base_env
+from .node_call import js_warm_key, js_warm_ok, start_node_spare
+from .processes import reap_leftovers
+from .protocol import CHUNK
+from .python_call import warm_up
+
+
+class Spare:
+    """A child waiting for its request on a pipe; everything else it does
+    (becoming the sandbox user, limits, input files) happens once the
+    request is there."""
+
+    def __init__(self, st, js_template=None):
+        """js_template: a JavaScript call whose limits a warm Node.js spare
+        takes (None: a Python child, which serves any call)."""
+        self.args = st.args
+        self.js_key = js_warm_key(js_template) if js_template is not None else None
+        req_r, self.req_w = os.pipe2(os.O_CLOEXEC)
+        self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        self.st_r, st_w = os.pipe2(os.O_CLOEXEC)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.child(st, js_template, req_r, out_w, err_w, st_w)  # does not return
+        for fd in (req_r, out_w, err_w, st_w):
+            os.close(fd)
+
+    def child(self, st, js_template, req_r, out_w, err_w, st_w):
+        """In the spare: wait for the request, then run it."""
+        # Not a holder of the executor's frame pipes: if the executor
+        # dies, the supervisor must see their end, and this spare its own.
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        for fd in (self.req_w, self.out_r, self.err_r, self.st_r, devnull):
+            os.close(fd)
+        if js_template is not None:
+            start_node_spare(st.args, js_template, req_r, out_w, err_w, st_w)  # does not return
+        warm_up(st)
+        data = bytearray()
+        while True:
+            chunk = os.read(req_r, CHUNK)
+            if not chunk:
+                break
+            data += chunk
+        if not data:
+            os._exit(0)
+        run_child(st, json.loads(data), out_w, err_w, st_w)
+        os._exit(127)
+
+    def serves(self, req):
+        """Whether this spare can run req."""
+        return self.js_key is None or (js_warm_ok(self.args, req) and js_warm_key(req) == self.js_key)
+
+    def alive(self):
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            return False
+
+    def kill(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def discard(self):
+        for fd in (self.req_w, self.out_r, self.err_r, self.st_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.kill()
+        try:
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+
+    def start(self, req, payload):
+        """Hand the spare its request."""
+        if self.js_key is not None:
+            # The warm Node.js spare wants only the code and the environment.
+            payload = json.dumps({"code": req.get("code") or "", "env": base_env(self.args, req)}).encode()
+        view = memoryview(payload)
+        try:
+            while view:
+                view = view[os.write(self.req_w, view):]
+        finally:
+            os.close(self.req_w)
+
+
+def take_spare(st, req):
+    """The spare for req: the warm Node.js if it can serve req, else the
+    Python child (which serves any call), else a Python child forked now.
+    The other spare goes first: while a call runs, the sandbox holds PID 1
+    and the call's processes, nothing else."""
+    reap_leftovers(st.args, {spare.pid for spare in st.spares})
+    usable = [spare for spare in st.spares if spare.serves(req) and spare.alive()]
+    chosen = next((spare for spare in usable if spare.js_key is not None), usable[0] if usable else None)
+    if chosen is not None:
+        st.spares.remove(chosen)
+    for spare in st.spares:
+        spare.kill()  # reaped by drop_spares() once the call has its request
+    return chosen or Spare(st)
+
+
+def drop_spares(st):
+    """Reap the spares take_spare() killed."""
+    while st.spares:
+        st.spares.pop().discard()
+
+
+def prepare_spare(st):
+    """Fork the next call's spares: a Python child, and a warm Node.js
+    (with the last JavaScript call's limits) once the session used it."""
+    # Everything the executor holds goes to the garbage collector's
+    # permanent generation: the call's collections then never walk (and
+    # so never copy-on-write) the preloaded modules' objects, which in
+    # gVisor costs tens of ms with numpy and pandas loaded.
+    gc.freeze()
+    templates = [None] if st.js_template is None else [None, st.js_template]
+    for template in templates:
+        if not any((spare.js_key is None) == (template is None) for spare in st.spares):
+            try:
+                st.spares.append(Spare(st, template))
+            except OSError:
+                pass
