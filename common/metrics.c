@@ -196,7 +196,7 @@ static int count_dir(const struct mcp_config *cfg, const char *sub, bool (*want)
   return n;
 }
 
-static bool want_session(const char *n) { return is_uuid(n); }
+static bool want_session(const char *n) { return session_id_valid(n); }
 static bool want_ready(const char *n) { return is_hex32(n); }
 
 static void line(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -153,6 +153,10 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir must be an absolute path");
   if (cfg->fcgi_socket[0] == '\0' && config_path(cfg, cfg->fcgi_socket, sizeof(cfg->fcgi_socket), "sock/fcgi.sock") < 0)
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir is too long");
+  if (cfg->cell[0] != '\0' && !cell_name_valid(cfg->cell))
+    return mcp_fail_public(err, MCP_ERR_INVALID,
+                           "configuration key cell must be a DNS label: 1-40 of a-z, 0-9 and -, not starting or "
+                           "ending with -");
   if (strcmp(cfg->backend, "runsc") != 0 && strcmp(cfg->backend, "direct") != 0)
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key backend must be runsc or direct");
   if (cfg->timeout_default > cfg->timeout_max)

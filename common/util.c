@@ -6,11 +6,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <uuid/uuid.h>
 
 int64_t now_ms(void) {
   struct timespec ts;
@@ -321,8 +322,10 @@ int mkdir_p(const char *path, mode_t mode, mcp_error_t *err) {
 }
 
 void random_hex32(char out[33]) {
-  uuid_t u;
-  uuid_generate_random(u);
+  /* 128 random bits (a v4 UUID would carry only 122). */
+  unsigned char u[16];
+  if (RAND_bytes(u, sizeof(u)) != 1 && getrandom(u, sizeof(u), 0) != (ssize_t)sizeof(u))
+    abort(); /* no randomness: ids would be guessable */
   static const char hex[] = "0123456789abcdef";
   for (int i = 0; i < 16; i++) {
     out[2 * i] = hex[u[i] >> 4];
@@ -331,25 +334,41 @@ void random_hex32(char out[33]) {
   out[32] = '\0';
 }
 
-void random_uuid(char out[37]) {
-  uuid_t u;
-  uuid_generate_random(u);
-  uuid_unparse_lower(u, out);
+bool cell_name_valid(const char *s) {
+  size_t n = s != NULL ? strlen(s) : 0;
+  return n >= 1 && n <= CELL_NAME_MAX && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n && s[0] != '-' &&
+         s[n - 1] != '-';
 }
 
-bool is_uuid(const char *s) {
+void session_id_new(const char *cell, char out[SESSION_ID_MAX]) {
+  char hex[33];
+  random_hex32(hex);
+  if (cell != NULL && *cell)
+    snprintf(out, SESSION_ID_MAX, "%.40s.%s", cell, hex);
+  else
+    memcpy(out, hex, 33);
+}
+
+bool session_id_valid(const char *s) {
   if (s == NULL)
     return false;
-  for (int i = 0; i < 36; i++) {
-    char c = s[i];
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (c != '-')
-        return false;
-    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-      return false;
-    }
-  }
-  return s[36] == '\0';
+  const char *dot = strchr(s, '.');
+  if (dot == NULL)
+    return is_hex32(s);
+  char cell[CELL_NAME_MAX + 2];
+  size_t n = (size_t)(dot - s);
+  if (n == 0 || n > CELL_NAME_MAX)
+    return false;
+  memcpy(cell, s, n);
+  cell[n] = '\0';
+  return cell_name_valid(cell) && is_hex32(dot + 1);
+}
+
+void session_id_cell(const char *id, char cell[CELL_NAME_MAX + 1]) {
+  const char *dot = strchr(id, '.');
+  size_t n = dot != NULL && dot - id <= CELL_NAME_MAX ? (size_t)(dot - id) : 0;
+  memcpy(cell, id, n);
+  cell[n] = '\0';
 }
 
 bool is_hex32(const char *s) {

@@ -78,12 +78,21 @@ int mkdir_p(const char *path, mode_t mode, mcp_error_t *err);
 
 /* SHA-256 of data in 64 lowercase hex characters ("" if libcrypto fails). */
 void sha256_hex(const void *data, size_t len, char out[65]);
-/* 32 lowercase hex characters of cryptographic randomness (libuuid, v4). */
+/* 32 lowercase hex characters of cryptographic randomness (128 bits). */
 void random_hex32(char out[33]);
-/* A random v4 UUID in its 36-character lowercase form. */
-void random_uuid(char out[37]);
-/* True when s is exactly the 36-character lowercase form random_uuid makes. */
-bool is_uuid(const char *s);
+/* Session ids (and the sandbox handles of the 2026 protocol, which are
+ * the same thing): an optional cell name and a dot, then 32 lowercase hex
+ * characters of cryptographic randomness (128 bits).  A cell name is a DNS
+ * label: 1-40 of [a-z0-9-], not starting or ending with '-'.  A proxy
+ * routes on the part before the dot. */
+#define SESSION_ID_MAX 80
+#define CELL_NAME_MAX 40
+/* A new id for this cell ("" = no cell: 32 hex only). */
+void session_id_new(const char *cell, char out[SESSION_ID_MAX]);
+bool session_id_valid(const char *s);
+/* The cell named by a valid id ("" when it names none). */
+void session_id_cell(const char *id, char cell[CELL_NAME_MAX + 1]);
+bool cell_name_valid(const char *s);
 /* True when s is exactly 32 lowercase hex characters. */
 bool is_hex32(const char *s);
 

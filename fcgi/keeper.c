@@ -67,7 +67,7 @@ static void sweep_trash(struct store *st, int parent, const char *name, void *op
 }
 
 static void expire_session(struct store *st, int parent, const char *name, void *opaque) {
-  if (!is_uuid(name))
+  if (!session_id_valid(name))
     return;
   cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (dfd < 0)

@@ -31,7 +31,7 @@ bool mcp_version_supported(const char *v) {
 
 static int send_json(struct http_sink *sink, int status, cJSON *body, const char *session_id) {
   cleanup_free char *text = body ? cJSON_PrintUnformatted(body) : NULL;
-  char hdr[80];
+  char hdr[SESSION_ID_MAX + 32];
   const char *headers[3] = {NULL, NULL, NULL};
   if (session_id != NULL) {
     snprintf(hdr, sizeof(hdr), "Mcp-Session-Id: %s", session_id);
@@ -302,7 +302,7 @@ static int finish_call(struct rpc_call *c, bool streamed) {
   if (!http_accepts(c->http->accept, "application/json")) {
     /* The client takes only streams: one event. */
     struct sse s;
-    char hdr[80];
+    char hdr[SESSION_ID_MAX + 32];
     snprintf(hdr, sizeof(hdr), "Mcp-Session-Id: %s", c->new_session);
     const char *headers[] = {hdr, NULL};
     if (sse_begin_with(&s, c->sink, false, c->new_session[0] ? headers : NULL) < 0)

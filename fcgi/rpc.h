@@ -35,8 +35,8 @@ struct rpc_call {
   cJSON *result;       /* set by a handler on success */
   int error_code;      /* set by a handler on failure */
   char error_message[256];
-  int http_status;      /* for errors; 200 by default */
-  char new_session[37]; /* initialize: the id to announce */
+  int http_status;                  /* for errors; 200 by default */
+  char new_session[SESSION_ID_MAX]; /* initialize: the id to announce */
 };
 
 typedef int (*rpc_handler)(struct rpc_call *c);

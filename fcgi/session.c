@@ -129,7 +129,7 @@ static int count_entries(int parent_fd, const char *name, bool (*want)(const cha
   return n;
 }
 
-int session_count(struct store *st) { return count_entries(st->state_fd, "sessions", is_uuid); }
+int session_count(struct store *st) { return count_entries(st->state_fd, "sessions", session_id_valid); }
 
 /* owners/t-<token>/<session id>: one empty file per live session of the
  * token, so that a token's sessions are counted without reading them all. */
@@ -140,11 +140,11 @@ static void owner_dir_name(const char *token_id, char name[80]) {
 static int token_session_count(struct store *st, const char *token_id) {
   char name[80];
   owner_dir_name(token_id, name);
-  return count_entries(st->state_fd, name, is_uuid);
+  return count_entries(st->state_fd, name, session_id_valid);
 }
 
 static int owner_add(struct store *st, const char *token_id, const char *sid, mcp_error_t *err) {
-  char dir[80], path[128];
+  char dir[80], path[256];
   owner_dir_name(token_id, dir);
   snprintf(path, sizeof(path), "%s/%s", dir, sid);
   if (mkdirat(st->state_fd, dir, 0700) < 0 && errno != EEXIST)
@@ -157,7 +157,7 @@ static int owner_add(struct store *st, const char *token_id, const char *sid, mc
 }
 
 static void owner_remove(struct store *st, const char *token_id, const char *sid) {
-  char dir[80], path[128];
+  char dir[80], path[256];
   owner_dir_name(token_id, dir);
   snprintf(path, sizeof(path), "%s/%s", dir, sid);
   unlinkat(st->state_fd, path, 0);
@@ -280,7 +280,7 @@ int session_create(struct store *st, const char *token_id, struct session *out, 
   out->dirfd = out->lock_fd = -1;
   if (strlen(token_id) > TOKEN_ID_MAX)
     return mcp_fail(err, MCP_ERR_INVALID, EINVAL, "token id too long");
-  random_uuid(out->id);
+  session_id_new(st->cfg->cell, out->id);
   if (reserve(st, token_id, out->id, err) < 0)
     return -1;
   /* A pool folder, or a new one, replaces the empty reserved folder. */
@@ -320,9 +320,9 @@ static bool call_running(int dirfd) {
 int session_open(struct store *st, const char *id, const char *token_id, struct session *out, mcp_error_t *err) {
   memset(out, 0, sizeof(*out));
   out->dirfd = out->lock_fd = -1;
-  if (!is_uuid(id))
+  if (!session_id_valid(id))
     return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "malformed session id");
-  memcpy(out->id, id, 37);
+  snprintf(out->id, sizeof(out->id), "%s", id);
   out->dirfd = openat(st->sessions_fd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (out->dirfd < 0)
     return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: no folder", id);
@@ -399,11 +399,11 @@ void session_close(struct session *s) {
 }
 
 int session_destroy(struct store *st, const char *id, mcp_error_t *err) {
-  if (!is_uuid(id))
+  if (!session_id_valid(id))
     return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "malformed session id");
-  char name[80], rnd[33];
+  char name[SESSION_ID_MAX + 16], rnd[33];
   random_hex32(rnd);
-  snprintf(name, sizeof(name), "%s.%.8s", id, rnd);
+  snprintf(name, sizeof(name), "%s~%.8s", id, rnd);
   if (renameat(st->sessions_fd, id, st->trash_fd, name) < 0) {
     if (errno == ENOENT)
       return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: no folder", id);
@@ -436,7 +436,8 @@ void session_owners_mend(struct store *st) {
     struct dirent *e;
     while (d != NULL && dfd >= 0 && (e = readdir(d)) != NULL) {
       struct stat sb;
-      if (is_uuid(e->d_name) && fstatat(st->sessions_fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+      if (session_id_valid(e->d_name) && fstatat(st->sessions_fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 &&
+          errno == ENOENT)
         unlinkat(dfd, e->d_name, 0);
     }
   }

@@ -2,7 +2,8 @@
  * so any responder serves any session and a responder that dies loses
  * nothing.
  *
- *   <state>/sessions/<session-id>/   one folder per session (mode 0700)
+ *   <state>/sessions/<session-id>/   one folder per session (mode 0700); ids are
+ *                                    [<cell>.]<32 hex> (common/util.h)
  *       meta.json     created, last used, owner token id, sandbox id;
  *                     replaced atomically (write + rename)
  *       sandbox       the 32-hex sandbox id (container "mcp<id>")
@@ -30,6 +31,7 @@
 
 #include "common/error.h"
 #include "common/settings.h"
+#include "common/util.h"
 #include "sandbox/client.h"
 
 #define SESSION_META "meta.json"
@@ -48,7 +50,7 @@ struct store {
 };
 
 struct session {
-  char id[37];
+  char id[SESSION_ID_MAX];
   int dirfd;
   char sandbox_id[33];
   char token_id[TOKEN_ID_MAX + 1];

@@ -15,7 +15,7 @@ MCP_TLS="${MCP_TLS:-on}"           # off: plain HTTP (Cloud Run terminates TLS)
 MCP_BUILD_DIR="${MCP_BUILD_DIR:-$MCP_ROOT/build}"
 
 # Debian packages: building, running, testing.
-MCP_APT_BUILD="build-essential autoconf automake libtool pkg-config libfcgi-dev libcjson-dev libseccomp-dev libcgroup-dev uuid-dev libssl-dev"
+MCP_APT_BUILD="build-essential autoconf automake libtool pkg-config libfcgi-dev libcjson-dev libseccomp-dev libcgroup-dev libssl-dev"
 MCP_APT_RUN="nginx runsc python3 python3-pip openssl curl ca-certificates libfcgi-bin cgroup-tools procps e2fsprogs"
 # The template environment (env_requirements.txt) from Debian's packages;
 # MCP_TEMPLATE_FROM=pip (the Dockerfile) installs it with pip instead.

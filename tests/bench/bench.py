@@ -350,7 +350,7 @@ class Service:
 
     def session_count(self):
         return sum(1 for n in os.listdir(os.path.join(self.state, "sessions"))
-                   if re.fullmatch(r"[0-9a-f-]{36}", n))
+                   if re.fullmatch(r"([a-z0-9-]+\.)?[0-9a-f]{32}", n))
 
 
 # ---------------------------------------------------------------- baselines

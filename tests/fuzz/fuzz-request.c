@@ -225,7 +225,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char sid[64];
   if (fuzz_response_header(out.out.data ? out.out.data : "", out.out.len, "Mcp-Session-Id", sid, sizeof(sid)) &&
       strcmp(sid, live) != 0) {
-    if (!is_uuid(sid))
+    if (!session_id_valid(sid))
       fuzz_fail("initialize answered a malformed session id: %s", sid);
     mcp_error_t err = NULL;
     if (session_destroy(&store, sid, &err) < 0)

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import tls from 'node:tls';
 import net from 'node:net';
-import { MCP_URL, MCP_TOKEN, CA_PEM, PROTOCOL_VERSION, TEST_TIMEOUT_MS, randomToken } from './lib/common.mjs';
+import { MCP_URL, MCP_TOKEN, CA_PEM, PROTOCOL_VERSION, TEST_TIMEOUT_MS, randomToken, SESSION_ID } from './lib/common.mjs';
 import { RawSession, request, resultText, show } from './lib/rpc.mjs';
 import {
   STATE_DIR,
@@ -46,7 +46,7 @@ async function open(name, token = MCP_TOKEN) {
   const s = new RawSession({ name: `faults-${name}`, token });
   const r = await s.init();
   assert.equal(r.status, 200, `initialize (${name}): HTTP ${r.status} ${r.body}`);
-  assert.match(s.sid, /^[0-9a-f-]{36}$/, 'a session id');
+  assert.match(s.sid, SESSION_ID, 'a session id');
   opened.add(s);
   return s;
 }
@@ -98,7 +98,7 @@ async function settle(fn, ms) {
 }
 
 function sessionFolders() {
-  return fs.readdirSync(path.join(STATE_DIR, 'sessions')).filter((n) => /^[0-9a-f-]{36}$/.test(n));
+  return fs.readdirSync(path.join(STATE_DIR, 'sessions')).filter((n) => SESSION_ID.test(n));
 }
 
 test('the stack under test has the settings this file needs, and no session yet', opts, async (t) => {

@@ -2,7 +2,7 @@
 // codes, headers and JSON error bodies that no SDK client would provoke.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MCP_URL, MCP_TOKEN, TEST_TIMEOUT_MS, PROTOCOL_VERSION, rawRequest, initializeBody } from './lib/common.mjs';
+import { MCP_URL, MCP_TOKEN, TEST_TIMEOUT_MS, PROTOCOL_VERSION, rawRequest, initializeBody, SESSION_ID } from './lib/common.mjs';
 
 const auth = { Authorization: `Bearer ${MCP_TOKEN}` };
 const jsonHeaders = {
@@ -15,7 +15,7 @@ async function initialize() {
   const r = await rawRequest('POST', MCP_URL, jsonHeaders, initializeBody(1, 'http-test'));
   assert.equal(r.status, 200, r.body);
   const sid = r.headers['mcp-session-id'];
-  assert.match(sid, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  assert.match(sid, SESSION_ID, '[cell.]32 hex: 128 random bits');
   return sid;
 }
 

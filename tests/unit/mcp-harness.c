@@ -171,7 +171,7 @@ void harness_teardown(struct harness *h) {
   if (d != NULL) {
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-      if (!is_uuid(de->d_name))
+      if (!session_id_valid(de->d_name))
         continue;
       mcp_error_t err = NULL;
       if (session_destroy(&h->store, de->d_name, &err) < 0) {
@@ -342,7 +342,7 @@ const char *header(struct response *r, const char *name) {
   return NULL;
 }
 
-bool initialize(struct harness *h, const char *token, char out[37]) {
+bool initialize(struct harness *h, const char *token, char out[SESSION_ID_MAX]) {
   struct http_request req = post_request("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
                                          "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},"
                                          "\"clientInfo\":{\"name\":\"unit\",\"version\":\"0\"}}}",
@@ -351,9 +351,9 @@ bool initialize(struct harness *h, const char *token, char out[37]) {
   struct response r;
   serve(h, &req, &r);
   const char *sid = header(&r, "Mcp-Session-Id");
-  bool good = r.status == 200 && sid != NULL && strlen(sid) == 36;
+  bool good = r.status == 200 && sid != NULL && session_id_valid(sid);
   if (good)
-    memcpy(out, sid, 37);
+    snprintf(out, SESSION_ID_MAX, "%s", sid);
   else
     diag("initialize failed: %.300s", r.raw);
   response_free(&r);

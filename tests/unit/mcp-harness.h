@@ -64,7 +64,7 @@ const char *header(struct response *r, const char *name);
 
 /* initialize with the given version; returns the session id (static
  * storage per call is not used: the caller passes out[37]). */
-bool initialize(struct harness *h, const char *token, char out[37]);
+bool initialize(struct harness *h, const char *token, char out[SESSION_ID_MAX]);
 /* DELETE the session; returns the status. */
 int delete_session(struct harness *h, const char *token, const char *id);
 

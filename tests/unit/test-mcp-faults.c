@@ -80,7 +80,7 @@ static bool known_sentence(const char *s) {
  * restarts it a bounded number of times, then gives up. */
 static void broken_executor(const char *name, const char *py) {
   use_libexec(name, py);
-  char sid[37];
+  char sid[SESSION_ID_MAX];
   if (!initialize(&h, TEST_TOKEN, sid))
     bail_out("initialize");
   struct response r;
@@ -103,7 +103,7 @@ static void broken_executor(const char *name, const char *py) {
  * own deadline (timeout + grace) ends the call and restarts the sandbox. */
 static void hung_executor(void) {
   use_libexec("hang", hang_py);
-  char sid[37];
+  char sid[SESSION_ID_MAX];
   if (!initialize(&h, TEST_TOKEN, sid))
     bail_out("initialize");
   struct response r;
@@ -160,7 +160,7 @@ static void dying_executor(const char *name, int lives, bool accepts) {
   if (snprintf(py, sizeof(py), dying_py, h.root, name, lives, h.libexec, accepts ? "True" : "False") >= (int)sizeof(py))
     bail_out("executor text too long");
   use_libexec(name, py);
-  char sid[37];
+  char sid[SESSION_ID_MAX];
   if (!initialize(&h, TEST_TOKEN, sid))
     bail_out("initialize");
   struct response r;
@@ -190,7 +190,7 @@ static void dying_executor(const char *name, int lives, bool accepts) {
  * bounded wait, and works again once the supervisor can start. */
 static void no_supervisor(void) {
   use_libexec("empty", NULL);
-  char sid[37];
+  char sid[SESSION_ID_MAX];
   if (!initialize(&h, TEST_TOKEN, sid))
     bail_out("initialize");
   struct response r;

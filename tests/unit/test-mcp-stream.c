@@ -14,7 +14,7 @@
 #include "tap.h"
 
 static struct harness h;
-static char sid[37];
+static char sid[SESSION_ID_MAX];
 
 static void tools_call(const char *version, const char *accept, const char *id, const char *params_extra,
                        const char *args, struct response *r) {

@@ -15,7 +15,7 @@
 #include "tap.h"
 
 static struct harness h;
-static char sid[37]; /* a live session of TEST_TOKEN */
+static char sid[SESSION_ID_MAX]; /* a live session of TEST_TOKEN */
 
 #define PING "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}"
 
@@ -319,16 +319,24 @@ static void session_tests(void) {
   is_int(r.status, 400, "a notification without a session: 400");
   response_free(&r);
 
-  char upper[37];
-  for (int i = 0; i < 37; i++)
+  char upper[SESSION_ID_MAX];
+  for (int i = 0; i < SESSION_ID_MAX; i++)
     upper[i] = (char)(sid[i] >= 'a' && sid[i] <= 'f' ? sid[i] - 32 : sid[i]);
-  char longer[64];
+  char longer[SESSION_ID_MAX + 8];
   snprintf(longer, sizeof(longer), "%sx", sid);
-  char slash[64];
+  char slash[SESSION_ID_MAX + 8];
   snprintf(slash, sizeof(slash), "%s/", sid);
-  const char *unknown[] = {
-      "00000000-0000-4000-8000-000000000000", "abc", "../../etc", "..", ".", "sessions", upper, longer, slash,
-      "00000000-0000-4000-8000-00000000000%"};
+  const char *unknown[] = {"00000000-0000-4000-8000-000000000000",
+                           "00000000000000000000000000000000",
+                           "abc",
+                           "../../etc",
+                           "..",
+                           ".",
+                           "sessions",
+                           upper,
+                           longer,
+                           slash,
+                           "00000000-0000-4000-8000-00000000000%"};
   for (size_t i = 0; i < ARRAY_SIZE(unknown); i++) {
     char what[128];
     snprintf(what, sizeof(what), "session id '%s'", unknown[i]);
@@ -397,7 +405,7 @@ static void session_tests(void) {
   }
 
   /* Expiry: a session idle longer than idle_timeout is gone. */
-  char old[37];
+  char old[SESSION_ID_MAX];
   if (!initialize(&h, TEST_TOKEN, old))
     bail_out("initialize");
   age_session(old, wall_ms() - (int64_t)h.cfg.idle_timeout * 1000 - TOUCH_EVERY_MS - 1000);
@@ -406,7 +414,7 @@ static void session_tests(void) {
   response_free(&r);
 
   /* DELETE */
-  char gone[37];
+  char gone[SESSION_ID_MAX];
   if (!initialize(&h, TEST_TOKEN, gone))
     bail_out("initialize");
   post(&h, gone, PING, &r);
@@ -422,7 +430,7 @@ static void session_tests(void) {
   is_int(r.body_len, 0, "with no body");
   response_free(&r);
   is_int(processes_after_delete(&h, gone, 3000), 0, "its supervisor and executor are gone");
-  char path[PATH_MAX + 64];
+  char path[PATH_MAX + 128];
   snprintf(path, sizeof(path), "%s/sessions/%s", h.state, gone);
   ok(access(path, F_OK) < 0, "its folder is gone");
   post(&h, gone, PING, &r);
@@ -437,7 +445,7 @@ static void session_tests(void) {
   /* DELETE at once, while the supervisor that initialize spawned may still
    * be starting: it must not survive the session either. */
   for (int i = 0; i < 5; i++) {
-    char quick[37];
+    char quick[SESSION_ID_MAX];
     if (!initialize(&h, TEST_TOKEN, quick))
       bail_out("initialize");
     is_int(delete_session(&h, TEST_TOKEN, quick), 204, "DELETE right after initialize (%d)", i + 1);

@@ -28,24 +28,35 @@ static void put(int dirfd, const char *name, const char *text) {
 }
 
 static void id_tests(void) {
-  char u[37], x[33];
-  random_uuid(u);
+  char u[SESSION_ID_MAX], x[33], c[SESSION_ID_MAX], cell[CELL_NAME_MAX + 1];
+  session_id_new("", u);
   random_hex32(x);
-  ok(is_uuid(u), "random_uuid makes a UUID (%s)", u);
+  ok(session_id_valid(u) && strlen(u) == 32, "session_id_new without a cell makes 32 hex (%s)", u);
   ok(is_hex32(x), "random_hex32 makes 32 hex (%s)", x);
-  char u2[37];
-  random_uuid(u2);
+  char u2[SESSION_ID_MAX];
+  session_id_new("", u2);
   ok(strcmp(u, u2) != 0, "two are different");
-  static const char *const not_uuids[] = {NULL,
-                                          "",
-                                          "00000000-0000-4000-8000-00000000000",
-                                          "00000000-0000-4000-8000-0000000000000",
-                                          "00000000-0000-4000-8000-00000000000A",
-                                          "00000000_0000-4000-8000-000000000000",
-                                          "../../etc/passwd/../../../../../../..",
-                                          "0000000000000400080000000000000000000"};
-  for (size_t i = 0; i < ARRAY_SIZE(not_uuids); i++)
-    ok(!is_uuid(not_uuids[i]), "'%s' is not a session id", not_uuids[i] ? not_uuids[i] : "(null)");
+  session_id_new("cell-7", c);
+  ok(session_id_valid(c) && strncmp(c, "cell-7.", 7) == 0, "with a cell: cell.hex (%s)", c);
+  session_id_cell(c, cell);
+  is_str(cell, "cell-7", "the cell of an id");
+  session_id_cell(u, cell);
+  is_str(cell, "", "an id without a cell names none");
+  static const char *const not_ids[] = {NULL,
+                                        "",
+                                        "00000000-0000-4000-8000-000000000000",
+                                        "0123456789abcdef0123456789abcde",
+                                        "0123456789abcdef0123456789abcdef0",
+                                        "0123456789abcdef0123456789abcdeF",
+                                        ".0123456789abcdef0123456789abcdef",
+                                        "-cell.0123456789abcdef0123456789abcdef",
+                                        "cell-.0123456789abcdef0123456789abcdef",
+                                        "Cell.0123456789abcdef0123456789abcdef",
+                                        "a.b.0123456789abcdef0123456789abcdef",
+                                        "../../etc/passwd/../../../../../../..",
+                                        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.0123456789abcdef0123456789abcdef"};
+  for (size_t i = 0; i < ARRAY_SIZE(not_ids); i++)
+    ok(!session_id_valid(not_ids[i]), "'%s' is not a session id", not_ids[i] ? not_ids[i] : "(null)");
   ok(!is_hex32(NULL) && !is_hex32("") && !is_hex32("0123456789abcdef0123456789abcdeF") &&
          !is_hex32("0123456789abcdef0123456789abcdef0") && !is_hex32("0123456789abcdef0123456789abcde"),
      "is_hex32 refuses upper case and wrong lengths");

@@ -26,6 +26,9 @@ export const TEST_TIMEOUT_MS = Number(process.env.MCP_TEST_TIMEOUT_MS || 120_000
 
 export const PROTOCOL_VERSION = '2025-11-25';
 
+/** A session id (and a sandbox handle): an optional cell name and a dot, then 128 random bits in hex. */
+export const SESSION_ID = /^([a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?\.)?[0-9a-f]{32}$/;
+
 export function randomToken(n = 8) {
   return randomBytes(n).toString('hex');
 }

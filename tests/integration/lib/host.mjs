@@ -6,10 +6,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
+import { SESSION_ID } from './common.mjs';
 
 export const STATE_DIR = process.env.MCP_STATE_DIR ? path.resolve(process.env.MCP_STATE_DIR) : '';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const HEX32 = /^[0-9a-f]{32}$/;
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -250,7 +250,7 @@ export function strays(inv, state = STATE_DIR) {
   const out = [];
   const live = new Map(); // folder path -> sandbox id
   for (const f of inv.folders.sessions) {
-    if (!UUID.test(f.name)) out.push(`unexpected entry in sessions/: ${f.name}`);
+    if (!SESSION_ID.test(f.name)) out.push(`unexpected entry in sessions/: ${f.name}`);
     else if (!f.meta) out.push(`session folder without meta.json: ${f.path}`);
     if (f.sandboxId) live.set(f.path, f.sandboxId);
   }
