@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #define MAGIC 0x4d435031u /* "MCP1" */
 #define FILE_NAME "metrics.shm"
@@ -163,7 +164,19 @@ void metrics_sandbox_start(bool ok) {
   atomic_store(ok ? &shm->last_start_ok_ms : &shm->last_start_fail_ms, wall_ms());
 }
 
+int64_t metrics_disk_free(const struct mcp_config *cfg) {
+  struct statvfs v;
+  if (statvfs(cfg->state_dir, &v) < 0)
+    return -1;
+  return (int64_t)((uint64_t)v.f_bavail * v.f_frsize);
+}
+
 int metrics_health(const struct mcp_config *cfg, const char **reason) {
+  int64_t free_bytes = metrics_disk_free(cfg);
+  if (free_bytes >= 0 && (uint64_t)free_bytes < cfg->disk_floor) {
+    *reason = "the state folder's disk is below disk_floor: no new sessions";
+    return -1;
+  }
   if (shm == NULL) {
     *reason = "the service counters are not available";
     return -1;
@@ -258,6 +271,10 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
           &shm->responder_restarts);
   counter(b, "mcp_bytes_returned_total", "Output bytes returned to clients (stdout, stderr, files).",
           &shm->bytes_returned);
+  line(b,
+       "# HELP mcp_state_disk_free_bytes Free space on the state folder's file system.\n"
+       "# TYPE mcp_state_disk_free_bytes gauge\nmcp_state_disk_free_bytes %lld\n",
+       (long long)metrics_disk_free(cfg));
   line(b, "# HELP mcp_requests_rejected_total Requests refused, by reason.\n"
           "# TYPE mcp_requests_rejected_total counter\n");
   for (int i = 0; i < REJECT_N; i++)

@@ -101,6 +101,9 @@ void metrics_reject(int http_status);
 void metrics_reject_reason(enum reject_reason reason);
 /* A supervisor's sandbox start: its outcome, for metrics and /healthz. */
 void metrics_sandbox_start(bool ok);
+/* Bytes free (for an unprivileged writer) on the state folder's file
+ * system, or -1 when unknown. */
+int64_t metrics_disk_free(const struct mcp_config *cfg);
 /* /healthz: 0 when the service can start sandboxes, else -1 with a reason. */
 int metrics_health(const struct mcp_config *cfg, const char **reason);
 /* Prometheus text format, gauges included. */

@@ -254,6 +254,16 @@ static int reserve(struct store *st, const char *token_id, const char *sid, mcp_
   cleanup_close int lock = store_lock(st, err);
   if (lock < 0)
     return -1;
+  /* Workspace images are sparse: a session may grow to its quota later,
+   * and a full disk would fail every session's writes. */
+  int64_t free_bytes = metrics_disk_free(st->cfg);
+  uint64_t needs = st->cfg->disk_floor + (strcmp(st->cfg->backend, "runsc") == 0 ? st->cfg->workspace_quota : 0);
+  if (free_bytes >= 0 && (uint64_t)free_bytes < needs) {
+    metrics_reject_reason(REJECT_DISK_FULL);
+    fprintf(stderr, "session_create: %lld bytes free on the state folder's disk, below disk_floor + a workspace\n",
+            (long long)free_bytes);
+    return mcp_fail_public(err, MCP_ERR_CAPACITY, "The server is low on disk space; try again later.");
+  }
   if (session_count(st) >= st->cfg->max_sessions) {
     metrics_reject_reason(REJECT_CAPACITY);
     return mcp_fail_public(err, MCP_ERR_CAPACITY,

@@ -209,8 +209,38 @@ static void no_supervisor(void) {
   is_int(processes_after_delete(&h, sid, 3000), 0, "no process is left");
 }
 
+/* Below the disk floor a new session is refused with 503, and /healthz
+ * says why; sessions that exist go on. */
+static void disk_floor(void) {
+  char sid[SESSION_ID_MAX];
+  if (!initialize(&h, TEST_TOKEN, sid))
+    bail_out("initialize");
+  uint64_t floor = h.cfg.disk_floor;
+  h.cfg.disk_floor = (uint64_t)1 << 60; /* more than any disk */
+  struct http_request req = post_request("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+                                         "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},"
+                                         "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}",
+                                         NULL);
+  struct response r;
+  serve(&h, &req, &r);
+  is_rpc_error(&r, 503, RPC_INTERNAL_ERROR, "low on disk space", "disk floor: a new session");
+  ok(header(&r, "Retry-After") != NULL, "disk floor: with Retry-After");
+  response_free(&r);
+  struct http_request hz = {.method = "GET", .endpoint = "healthz"};
+  serve(&h, &hz, &r);
+  is_int(r.status, 503, "disk floor: /healthz answers 503");
+  like(r.body ? r.body : "", "disk_floor", "disk floor: and says why");
+  response_free(&r);
+  call(sid, "{\"code\":\"print('still')\"}", &r);
+  is_str(jstr(rpc_result(&r, "disk floor"), "structuredContent.stdout"), "still\n", "disk floor: a live session works");
+  response_free(&r);
+  h.cfg.disk_floor = floor;
+  is_int(delete_session(&h, TEST_TOKEN, sid), 204, "disk floor: DELETE");
+}
+
 int main(void) {
   harness_setup(&h);
+  disk_floor();
   broken_executor("crash", crash_py);
   broken_executor("garbage", garbage_py);
   hung_executor();
