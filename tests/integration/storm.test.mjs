@@ -269,7 +269,8 @@ function cases() {
     if (!isType(v, 'object') && v !== null)
       post(`tools/call arguments ${JSON.stringify(v)}`, rpc('tools/call', { name: 'execute_python', arguments: v }), toolError);
     post(`tools/list cursor ${JSON.stringify(v)} (ignored)`, rpc('tools/list', { cursor: v }), ok);
-    post(`resources/list cursor ${JSON.stringify(v)} (ignored)`, rpc('resources/list', { cursor: v }), ok);
+    // resources/list is paged: only a cursor it gave (or none) is accepted.
+    post(`resources/list cursor ${JSON.stringify(v)}`, rpc('resources/list', { cursor: v }), v === null ? ok : badParams);
     post(`ping _meta ${JSON.stringify(v)} (ignored)`, rpc('ping', { _meta: v }), ok);
     // execute_python: none of these may run code.
     if (typeof v !== 'string') post(`code ${JSON.stringify(v)}`, call({ code: v }), toolError);
