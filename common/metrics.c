@@ -157,6 +157,18 @@ void metrics_reject_reason(enum reject_reason reason) {
     metrics_add(&shm->rejected[reason], 1);
 }
 
+static const char *const egress_names[EGRESS_VERDICT_N] = {"allowed", "denied", "failed", "limited", "refused"};
+
+void metrics_egress(const char *verdict, uint64_t out, uint64_t in) {
+  if (shm == NULL || verdict == NULL)
+    return;
+  for (int i = 0; i < EGRESS_VERDICT_N; i++)
+    if (strcmp(verdict, egress_names[i]) == 0)
+      metrics_add(&shm->egress_connections[i], 1);
+  metrics_add(&shm->egress_bytes_out, out);
+  metrics_add(&shm->egress_bytes_in, in);
+}
+
 void metrics_sandbox_start(bool ok) {
   if (shm == NULL)
     return;
@@ -271,6 +283,15 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
           &shm->responder_restarts);
   counter(b, "mcp_bytes_returned_total", "Output bytes returned to clients (stdout, stderr, files).",
           &shm->bytes_returned);
+  line(b, "# HELP mcp_egress_connections_total Egress connections of the calls, by verdict.\n"
+          "# TYPE mcp_egress_connections_total counter\n");
+  for (int i = 0; i < EGRESS_VERDICT_N; i++)
+    line(b, "mcp_egress_connections_total{verdict=\"%s\"} %llu\n", egress_names[i],
+         (unsigned long long)get(&shm->egress_connections[i]));
+  line(b, "# HELP mcp_egress_bytes_total Bytes of egress connections, by direction.\n"
+          "# TYPE mcp_egress_bytes_total counter\nmcp_egress_bytes_total{direction=\"out\"} %llu\n"
+          "mcp_egress_bytes_total{direction=\"in\"} %llu\n",
+       (unsigned long long)get(&shm->egress_bytes_out), (unsigned long long)get(&shm->egress_bytes_in));
   line(b,
        "# HELP mcp_state_disk_free_bytes Free space on the state folder's file system.\n"
        "# TYPE mcp_state_disk_free_bytes gauge\nmcp_state_disk_free_bytes %lld\n",

@@ -47,6 +47,16 @@ enum reject_reason {
   REJECT_N
 };
 
+/* What became of an egress connection (sandbox/egress.h). */
+enum egress_verdict {
+  EGRESS_ALLOWED, /* the proxy forwarded it */
+  EGRESS_DENIED,  /* the policy, an address rule or the TLS server name refused it */
+  EGRESS_FAILED,  /* the proxy could not connect (DNS, connection) or is not running */
+  EGRESS_LIMITED, /* a limit of the call ended or refused it */
+  EGRESS_REFUSED, /* not a proxy request, or no egress for the call */
+  EGRESS_VERDICT_N
+};
+
 #define METRIC_BUCKETS 12
 #define METRIC_TOKENS 64
 #define TOKEN_NAME_MAX 65
@@ -73,6 +83,9 @@ struct metrics {
   _Atomic uint64_t responder_restarts;
   _Atomic uint64_t rejected[REJECT_N];
   _Atomic uint64_t bytes_returned;
+  _Atomic uint64_t egress_connections[EGRESS_VERDICT_N];
+  _Atomic uint64_t egress_bytes_out;
+  _Atomic uint64_t egress_bytes_in;
   _Atomic int64_t last_start_ok_ms;   /* wall clock of the latest sandbox start that worked */
   _Atomic int64_t last_start_fail_ms; /* ... and of the latest that failed */
   _Atomic uint32_t token_lock;
@@ -99,6 +112,9 @@ void metrics_execution(enum exec_outcome outcome, int64_t duration_ms, const cha
  * where they happen, with metrics_reject_reason). */
 void metrics_reject(int http_status);
 void metrics_reject_reason(enum reject_reason reason);
+/* One egress connection ended: its verdict by name ("allowed", ...) and
+ * its bytes each way. */
+void metrics_egress(const char *verdict, uint64_t out, uint64_t in);
 /* A supervisor's sandbox start: its outcome, for metrics and /healthz. */
 void metrics_sandbox_start(bool ok);
 /* Bytes free (for an unprivileged writer) on the state folder's file

@@ -100,6 +100,22 @@ static int option(const char *line, const char *key) {
   return 0;
 }
 
+/* The text of a string option of `line` and its length, or NULL. */
+static const char *option_text(const char *line, const char *key, size_t *len) {
+  size_t klen = strlen(key);
+  const char *end = strchr(line, '\n');
+  for (const char *p = line; p != NULL && *p && (end == NULL || p < end);) {
+    if (strncmp(p, key, klen) == 0 && p[klen] == '=' && (p == line || p[-1] == ' ')) {
+      *len = strcspn(p + klen + 1, " \n");
+      return p + klen + 1;
+    }
+    p = strchr(p, ' ');
+    if (p != NULL)
+      p++;
+  }
+  return NULL;
+}
+
 /* The line of `name`, or NULL. */
 static const char *find_line(const char *text, const char *name) {
   size_t n = strlen(name);
@@ -134,4 +150,22 @@ int policy_for(const struct mcp_config *cfg, const char *name, struct token_poli
   out->max_sessions = sessions;
   out->max_concurrent = concurrent;
   return 0;
+}
+
+int policy_string(const struct mcp_config *cfg, const char *name, const char *key, char *buf, size_t size,
+                  mcp_error_t *err) {
+  pthread_mutex_lock(&cache.lock);
+  int r = refresh(cfg->token_policy, err);
+  const char *line = r == 0 && cache.text != NULL && name != NULL && *name ? find_line(cache.text, name) : NULL;
+  size_t len = 0;
+  const char *v = line != NULL ? option_text(line, key, &len) : NULL;
+  if (v != NULL && len < size) {
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    r = 1;
+  } else if (v != NULL) {
+    r = mcp_fail(err, MCP_ERR_INTERNAL, E2BIG, "the token policy's %s of %s is too long", key, name);
+  }
+  pthread_mutex_unlock(&cache.lock);
+  return r;
 }

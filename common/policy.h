@@ -6,6 +6,8 @@
  * token in it:  `name option=value ...`.  The options read here:
  *   max_sessions=N     live sessions of the token
  *   max_concurrent=N   calls of the token running at once
+ *   egress_allow=LIST  the hosts its calls may reach (common/egress.h;
+ *                      replaces the setting egress_allow; `none`: none)
  * A token without an option gets the setting token_max_sessions or
  * token_max_concurrent, and when that is 0 its fair share: the larger of a
  * quarter of the global limit and an equal share among the configured
@@ -33,6 +35,10 @@ struct token_policy {
 /* The policy of the token named `name`.  A name the file does not list
  * gets the defaults (nginx accepted it: the file may lag behind). */
 int policy_for(const struct mcp_config *cfg, const char *name, struct token_policy *out, mcp_error_t *err);
+/* A string option of the token's line (egress_allow=...): 1 with its
+ * value in buf, 0 when the token's line does not have it. */
+int policy_string(const struct mcp_config *cfg, const char *name, const char *key, char *buf, size_t size,
+                  mcp_error_t *err);
 /* A token name as nginx passes it: 1-64 of [A-Za-z0-9_.-]. */
 bool policy_name_valid(const char *name);
 /* The share of a global limit that a token gets by default. */

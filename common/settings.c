@@ -1,6 +1,8 @@
 #include "config.h"
 
 #include "common/settings.h"
+
+#include "common/egress.h"
 #include "common/util.h"
 
 #include <ctype.h>
@@ -148,6 +150,25 @@ static int load_file(struct mcp_config *cfg, const char *path, bool must_exist, 
   return 0;
 }
 
+/* The egress settings that reach the proxy's configuration or every call. */
+static int egress_settings_check(const struct mcp_config *cfg, mcp_error_t *err) {
+  mcp_error_t why = NULL;
+  if (egress_list_check(cfg->egress_allow, &why) < 0) {
+    int r = mcp_fail_public(err, MCP_ERR_INVALID, "configuration key egress_allow: %s", mcp_error_public(why));
+    mcp_error_release(&why);
+    return r;
+  }
+  static const char cidr[] = "0123456789abcdefABCDEF:./, ";
+  if (strspn(cfg->egress_networks, cidr) != strlen(cfg->egress_networks))
+    return mcp_fail_public(err, MCP_ERR_INVALID,
+                           "configuration key egress_networks must be CIDRs (192.0.2.0/24, fd00::/8) "
+                           "separated by commas");
+  static const char hostport[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]";
+  if (strspn(cfg->egress_proxy, hostport) != strlen(cfg->egress_proxy))
+    return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key egress_proxy must be host:port");
+  return 0;
+}
+
 static int validate(struct mcp_config *cfg, mcp_error_t *err) {
   if (cfg->state_dir[0] != '/')
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir must be an absolute path");
@@ -164,6 +185,11 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
   if (strcmp(cfg->audit_log, "default") == 0 &&
       config_path(cfg, cfg->audit_log, sizeof(cfg->audit_log), "logs/audit.log") < 0)
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir is too long");
+  if (strcmp(cfg->egress_log, "default") == 0 &&
+      config_path(cfg, cfg->egress_log, sizeof(cfg->egress_log), "logs/egress.log") < 0)
+    return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir is too long");
+  if (egress_settings_check(cfg, err) < 0)
+    return -1;
   if (strcmp(cfg->token_policy, "default") == 0 &&
       config_path(cfg, cfg->token_policy, sizeof(cfg->token_policy), "token-policy") < 0)
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir is too long");

@@ -48,6 +48,7 @@ char *call_request_json(const struct mcp_config *cfg, const struct call_request 
   cJSON_AddNumberToObject(o, "nproc", cfg->nproc_limit);
   cJSON_AddNumberToObject(o, "nofile", cfg->nofile_limit);
   cJSON_AddNumberToObject(o, "fsize_bytes", (double)cfg->fsize_limit);
+  egress_plan_json(req->egress, o);
   return cJSON_PrintUnformatted(o);
 }
 
@@ -80,6 +81,12 @@ int call_result_parse(const char *json, size_t len, struct call_result *res) {
   res->sandbox_lost = get_bool(o, "sandbox_lost");
   res->memory_exceeded = get_bool(o, "memory_exceeded");
   res->truncated = res->truncated || get_bool(o, "truncated");
+  res->egress_limited = get_bool(o, "egress_limited");
+  const cJSON *which = cJSON_GetObjectItemCaseSensitive(o, "egress_limit");
+  static const char *const limits[] = {"bytes_out", "bytes_in", "connections", "connection_time"};
+  for (size_t i = 0; cJSON_IsString(which) && i < ARRAY_SIZE(limits); i++)
+    if (strcmp(which->valuestring, limits[i]) == 0)
+      snprintf(res->egress_limit, sizeof(res->egress_limit), "%s", limits[i]);
   res->duration_ms = get_int(o, "duration_ms", 0, INT64_C(1) << 40, 0);
   res->cpu_ms = get_int(o, "cpu_ms", 0, INT64_C(1) << 40, 0);
   res->max_rss_kb = get_int(o, "max_rss_kb", 0, INT64_C(1) << 40, 0);

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/settings.h"
 #include "common/util.h"
+#include "fcgi/egress.h"
 #include "fcgi/session.h"
 
 struct call_request {
@@ -24,6 +25,7 @@ struct call_request {
   const char *token;     /* the token's name: its share of the execution slots */
   const char *language;  /* "python" (NULL) or "javascript" */
   const char *npm_stage; /* javascript: the installed npm tree to copy in, or NULL */
+  const struct egress_plan *egress; /* the call's network by policy (fcgi/egress.h), or NULL */
   int timeout_s;
 };
 
@@ -41,6 +43,8 @@ struct call_result {
   bool install_error;   /* the packages could not be installed: the code did not run */
   bool sandbox_lost;    /* the sandbox stopped during the call */
   bool memory_exceeded; /* ... because the sandbox's memory backstop was hit */
+  bool egress_limited;  /* an egress limit ended or refused a connection ... */
+  char egress_limit[32]; /* ... this one (bytes_out, bytes_in, connections, connection_time) */
   int64_t duration_ms;
   int64_t cpu_ms;
   int64_t max_rss_kb;

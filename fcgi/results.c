@@ -67,6 +67,11 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
              b->len ? " " : "");
     buf_append(b, line, strlen(line));
   }
+  if (res->egress_limited) {
+    snprintf(line, sizeof(line), "%sThe call hit its egress limit (%s); further connections were refused.",
+             b->len ? " " : "", res->egress_limit[0] ? res->egress_limit : "egress");
+    buf_append(b, line, strlen(line));
+  }
   if (res->truncated) {
     snprintf(line, sizeof(line), "%sOutput beyond %llu bytes per stream was dropped.", b->len ? " " : "",
              (unsigned long long)cfg->output_limit);
@@ -90,6 +95,7 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
   cJSON_AddBoolToObject(sc, "cpu_exceeded", res->cpu_exceeded);
   cJSON_AddBoolToObject(sc, "workspace_full", res->workspace_full);
   cJSON_AddBoolToObject(sc, "sandbox_restarted", res->sandbox_lost);
+  cJSON_AddBoolToObject(sc, "egress_limited", res->egress_limited);
   cJSON *r = cJSON_CreateObject();
   cJSON *content = cJSON_AddArrayToObject(r, "content");
   cleanup_free char *text = cJSON_PrintUnformatted(sc);

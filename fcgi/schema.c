@@ -36,6 +36,10 @@ static cJSON *input_schema(const struct mcp_config *cfg, const struct lang *lang
   prop(fp, "base64", "string", "Binary content, base64-encoded");
   cJSON *freq = cJSON_AddArrayToObject(fi, "required");
   cJSON_AddItemToArray(freq, cJSON_CreateString("path"));
+  cJSON *eg = prop(props, "egress_allow", "array",
+                   "Narrows this call's network access to these hosts (host, *.suffix or IP, with an optional :port); "
+                   "only hosts the server's policy for this token allows are reachable, [] means none.");
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(eg, "items"), "type", "string");
   cJSON *to = prop(props, "timeout_seconds", "integer", "Wall-clock limit of the call in seconds.");
   cJSON_AddNumberToObject(to, "minimum", 1);
   cJSON_AddNumberToObject(to, "maximum", cfg->timeout_max);
@@ -76,6 +80,8 @@ static cJSON *output_schema(void) {
   prop(skp, "reason", "string", NULL);
   prop(props, "sandbox_restarted", "boolean",
        "The sandbox was stopped during the call and restarts for the next call; files in /work are kept.");
+  prop(props, "egress_limited", "boolean",
+       "A limit of the call's network access (bytes, connections at once, connection time) was hit.");
   cJSON *req = cJSON_AddArrayToObject(s, "required");
   static const char *const required[] = {"stdout",         "stderr",           "exit_code",       "timed_out",
                                          "duration_ms",    "truncated",        "memory_exceeded", "cpu_exceeded",

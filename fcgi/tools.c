@@ -9,6 +9,7 @@
 #include "common/metrics.h"
 #include "common/util.h"
 #include "fcgi/audit.h"
+#include "fcgi/egress.h"
 #include "fcgi/files.h"
 #include "fcgi/json_scan.h"
 #include "fcgi/stream.h"
@@ -49,7 +50,8 @@ static int parse_env(const cJSON *env, mcp_error_t *err) {
   return 0;
 }
 
-static const char *const arg_names[] = {"code", "packages", "env_variables", "timeout_seconds", "files"};
+static const char *const arg_names[] = {"code", "packages", "env_variables", "timeout_seconds", "files",
+                                        "egress_allow"};
 
 static int check_names(const cJSON *args, mcp_error_t *err) {
   const cJSON *it;
@@ -59,7 +61,8 @@ static int check_names(const cJSON *args, mcp_error_t *err) {
       known = strcmp(it->string, arg_names[i]) == 0;
     if (!known)
       return mcp_fail_public(err, MCP_ERR_INVALID,
-                             "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds, files",
+                             "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds, "
+                             "files, egress_allow",
                              it->string);
   }
   return 0;
@@ -101,6 +104,10 @@ int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const
   if ((env != NULL && parse_env(env, err) < 0) || (to != NULL && parse_timeout(cfg, to, &out->timeout_s, err) < 0) ||
       (files != NULL && files_validate(cfg, files, err) < 0) || (pk != NULL && lang->packages_validate(pk, err) < 0))
     return -1;
+  const cJSON *eg = given(args, "egress_allow");
+  if (eg != NULL && egress_arg_parse(eg, out->egress_allow, sizeof(out->egress_allow), err) < 0)
+    return -1;
+  out->egress_given = eg != NULL;
   out->env = env;
   out->files = cJSON_GetArraySize(files) > 0 ? files : NULL;
   out->packages = cJSON_GetArraySize(pk) > 0 ? pk : NULL;
@@ -232,9 +239,18 @@ static int run_code(struct rpc_call *c, const struct lang *lang, const cJSON *ar
     account(c, &ca, NULL, OUTCOME_REFUSED, started);
     return call_stream_finish(&cs, false);
   }
+  struct egress_plan plan;
+  if (egress_plan_for(cfg, c->http->token_id, ca.egress_given ? ca.egress_allow : NULL, &plan, &err) < 0) {
+    c->result = tool_error_result(mcp_error_public(err));
+    if (err->kind != MCP_ERR_INVALID)
+      mcp_error_log_release(&err, "egress");
+    mcp_error_release(&err);
+    account(c, &ca, NULL, OUTCOME_REFUSED, started);
+    return call_stream_finish(&cs, false);
+  }
   char rpc_id[300];
   rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
-  struct call_request req = {.code = ca.code,
+  struct call_request req = {.egress = &plan,.code = ca.code,
                              .env = ca.env,
                              .files = ca.files,
                              .packages = lang->packages_in_request ? ca.packages : NULL,

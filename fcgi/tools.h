@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/egress.h"
 #include "fcgi/call.h"
 #include "fcgi/langs.h"
 #include "fcgi/rpc.h"
@@ -31,6 +32,8 @@ struct code_args {
   const cJSON *packages;
   const cJSON *files;
   int timeout_s;
+  bool egress_given;                       /* the call narrowed its egress policy ... */
+  char egress_allow[EGRESS_LIST_MAX + 1]; /* ... to these hosts (fcgi/egress.h) */
 };
 /* 0, or MCP_ERR_INVALID with a sentence for the client. */
 int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const cJSON *args, struct code_args *out,

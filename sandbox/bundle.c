@@ -153,6 +153,10 @@ static int build_mounts(cJSON *root, const struct bundle_spec *s) {
     return -1;
   if (s->npm != NULL && add_bind_ro(m, SANDBOX_NPM, s->npm) < 0)
     return -1;
+  /* Read-only: the host puts the egress relay's socket there (connecting
+   * to it needs runsc --host-uds=open), the sandbox changes nothing. */
+  if (s->egress != NULL && add_bind_ro(m, SANDBOX_EGRESS, s->egress) < 0)
+    return -1;
   /* The workspace stays a plain bind mount with runsc's default (shared)
    * file access: an overlay would keep the files in sandbox memory only. */
   return add_mount(m, SANDBOX_WORKDIR, "bind", s->workspace, rw);
@@ -281,10 +285,15 @@ int rootfs_prepare(const char *path, int uid, int gid, mcp_error_t *err) {
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", path);
   if (fchmod(root, 0755) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", path);
-  /* Mount points among them: the executor's folder, the wheels, the npm trees. */
-  static const char *const dirs[] = {
-      "usr",         "etc", "work", "tmp", "dev", "proc", "sys", "opt", "opt/mcp", "opt/mcp/executor", "opt/mcp/wheels",
-      "opt/mcp/npm", "root"};
+  /* Mount points among them: the executor's folder, the wheels, the npm
+   * trees, the egress folder. */
+  static const char *const dirs[] = {"usr",     "etc",
+                                     "work",    "tmp",
+                                     "dev",     "proc",
+                                     "sys",     "opt",
+                                     "opt/mcp", "opt/mcp/executor",
+                                     "opt/mcp/wheels", "opt/mcp/npm",
+                                     "opt/mcp/egress", "root"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
     if (mkdir_at(root, dirs[i], 0755, err) < 0)
       return -1;

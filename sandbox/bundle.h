@@ -20,6 +20,7 @@
 #define SANDBOX_WORKDIR "/work"
 #define SANDBOX_WHEELS "/opt/mcp/wheels"
 #define SANDBOX_NPM "/opt/mcp/npm"
+#define SANDBOX_EGRESS "/opt/mcp/egress" /* the session's egress folder: the relay's socket (sandbox/egress.h) */
 
 struct bundle_spec {
   const char *rootfs;          /* skeleton root (host path) */
@@ -28,6 +29,7 @@ struct bundle_spec {
   const char *preload_lib;     /* host path of libmcpstatx.so, or NULL */
   const char *wheels;          /* host path of the wheel cache, or NULL */
   const char *npm;             /* host path of the installed npm trees, or NULL */
+  const char *egress;          /* host path of the session's egress folder, or NULL */
   const char *python;          /* interpreter inside the sandbox */
   const char *preload_modules; /* imported by the executor before its first call */
   const char *learn_modules;   /* imported by it after a call used them */

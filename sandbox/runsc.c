@@ -22,6 +22,11 @@ int runsc_cmdline_init(struct runsc_cmdline *c, const struct mcp_config *cfg) {
   argv_add(&c->argv, cfg->runsc);
   argv_add(&c->argv, c->root);
   argv_add(&c->argv, "--network=none");
+  /* The sandbox may connect to host unix sockets under its bind mounts:
+   * the only one there is the egress relay's (sandbox/egress.h), bound in
+   * the session's egress folder while a call has egress.  Always given,
+   * so that every command of every container has the same flags. */
+  argv_add(&c->argv, "--host-uds=open");
   argv_add(&c->argv, "--oci-seccomp"); /* load the bundle's seccomp policy inside */
   argv_add(&c->argv, c->platform);
   /* Without a parent cgroup, runsc must not create per-container ones. */
@@ -86,12 +91,13 @@ int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err
 static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_error_t *err) {
   const struct mcp_config *cfg = ctx->cfg;
   char rootfs[PATH_MAX], workspace[PATH_MAX], executor[PATH_MAX], preload[PATH_MAX], cgpath[256];
-  char wheels[PATH_MAX], npm[PATH_MAX];
+  char wheels[PATH_MAX], npm[PATH_MAX], egress[PATH_MAX];
   if (snprintf(bundle, size, "%s/bundle", ctx->dir) >= (int)size ||
       snprintf(rootfs, sizeof(rootfs), "%s/rootfs", cfg->state_dir) >= (int)sizeof(rootfs) ||
       snprintf(workspace, sizeof(workspace), "%s/work", ctx->dir) >= (int)sizeof(workspace) ||
       snprintf(executor, sizeof(executor), "%s/executor", cfg->libexec_dir) >= (int)sizeof(executor) ||
-      snprintf(preload, sizeof(preload), "%s/libmcpstatx.so", cfg->libexec_dir) >= (int)sizeof(preload))
+      snprintf(preload, sizeof(preload), "%s/libmcpstatx.so", cfg->libexec_dir) >= (int)sizeof(preload) ||
+      snprintf(egress, sizeof(egress), "%s/egress", ctx->dir) >= (int)sizeof(egress))
     return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "bundle paths");
   if (mkdir(bundle, 0700) < 0 && errno != EEXIST)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s`", bundle);
@@ -105,6 +111,7 @@ static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_
       .preload_lib = access(preload, R_OK) == 0 ? preload : NULL,
       .wheels = config_path(cfg, wheels, sizeof(wheels), "wheels") == 0 && access(wheels, R_OK) == 0 ? wheels : NULL,
       .npm = config_path(cfg, npm, sizeof(npm), "npm") == 0 && access(npm, R_OK) == 0 ? npm : NULL,
+      .egress = cfg->egress_proxy[0] != '\0' && access(egress, R_OK) == 0 ? egress : NULL,
       .python = cfg->python,
       .preload_modules = cfg->preload_modules,
       .learn_modules = cfg->learn_modules,

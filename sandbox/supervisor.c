@@ -45,6 +45,7 @@
 #include "sandbox/backend.h"
 #include "sandbox/cgroups.h"
 #include "sandbox/client.h"
+#include "sandbox/egress.h"
 #include "sandbox/supervisor.h"
 #include "sandbox/workspace.h"
 
@@ -99,7 +100,8 @@ struct sup {
   uint64_t output_limit;
   uint64_t sent_out, sent_err;
   bool quit;
-  int quitter; /* the client that asked us to quit, -1: a signal */
+  int quitter;      /* the client that asked us to quit, -1: a signal */
+  struct egress eg; /* the relay of the calls' network traffic */
 };
 
 static void client_close(struct sup *s, int i) {
@@ -252,7 +254,26 @@ static void fail_waiting(struct sup *s, const char *sentence) {
       client_error(s, i, sentence);
 }
 
+/* The result with what the egress relay adds (the limit it enforced):
+ * `{...}` becomes `{...,"egress_limited":true,...}`.  NULL: unchanged. */
+static char *with_egress(const char *json, const char *extra) {
+  size_t n = strlen(json), x = strlen(extra);
+  while (n > 0 && (json[n - 1] == ' ' || json[n - 1] == '\n'))
+    n--;
+  if (x == 0 || n < 2 || json[n - 1] != '}')
+    return NULL;
+  char *out = malloc(n + x + 2);
+  if (out != NULL)
+    snprintf(out, n + x + 2, "%.*s%s%s}", (int)(n - 1), json, n > 2 ? "," : "", extra);
+  return out;
+}
+
 static void send_call_result(struct sup *s, const char *json) {
+  char extra[160];
+  egress_call_end(&s->eg, extra, sizeof(extra));
+  cleanup_free char *merged = with_egress(json, extra);
+  if (merged != NULL)
+    json = merged;
   if (s->call >= 0 && !s->call_orphaned)
     client_send(s, s->call, FRAME_DONE, json, strlen(json));
   if (s->call >= 0 && s->clients[s->call].fd >= 0) {
@@ -321,6 +342,12 @@ static void start_call(struct sup *s, int i) {
   s->call_started = now_ms();
   s->call_deadline = s->call_started + (int64_t)timeout_ms + DEADLINE_GRACE_MS;
   c->slot_deadline = 0;
+  /* The session's id is the name of its folder (it moved from pool/). */
+  mcp_error_t err = NULL;
+  if (refresh_dir(s, &err) < 0)
+    mcp_error_release(&err);
+  const char *slash = strrchr(s->sb.dir, '/');
+  egress_call_start(&s->eg, req, c->token, slash != NULL ? slash + 1 : s->sb.dir);
   if (frame_write(s->exec_in, FRAME_REQUEST, c->request.data, c->request.len) < 0)
     sandbox_lost(s, false);
 }
@@ -606,8 +633,8 @@ static int loop(struct sup *s) {
     ensure_sandbox(s);
     if (s->quit)
       break;
-    struct pollfd p[3 + MAX_CLIENTS];
-    int idx[3 + MAX_CLIENTS];
+    struct pollfd p[3 + MAX_CLIENTS + EGRESS_POLL_MAX];
+    int idx[3 + MAX_CLIENTS + EGRESS_POLL_MAX];
     int n = 0;
     p[n] = (struct pollfd){s->sig_fd, POLLIN, 0};
     idx[n++] = -1;
@@ -622,6 +649,10 @@ static int loop(struct sup *s) {
       p[n] = (struct pollfd){s->clients[i].fd, ev, 0};
       idx[n++] = i;
     }
+    int eg_first = n;
+    n += egress_poll_fill(&s->eg, p + n, EGRESS_POLL_MAX);
+    for (int k = eg_first; k < n; k++)
+      idx[k] = -4;
     int timeout = 1000;
     int64_t now = now_ms();
     if (s->call_active) {
@@ -633,10 +664,15 @@ static int loop(struct sup *s) {
     } else if (waiting_for_slots(s)) {
       timeout = SLOT_RETRY_MS;
     }
+    int eg_timeout = egress_timeout_ms(&s->eg);
+    if (eg_timeout >= 0 && eg_timeout < timeout)
+      timeout = eg_timeout;
     int r = poll(p, (nfds_t)n, timeout);
     if (r < 0 && errno != EINTR)
       return -1;
-    for (int k = 0; r > 0 && k < n; k++) {
+    /* The relay first: a call that ends below must find its bytes counted. */
+    egress_poll_done(&s->eg, p + eg_first, r > 0 ? n - eg_first : 0);
+    for (int k = 0; r > 0 && k < eg_first; k++) {
       if (p[k].revents == 0)
         continue;
       if (idx[k] == -1)
@@ -690,6 +726,10 @@ static int setup(struct sup *s, const char *dir, mcp_error_t *err) {
   s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (s->dirfd < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", dir);
+  egress_init(&s->eg, &s->cfg, s->dirfd);
+  /* The bind mount's source (/opt/mcp/egress), empty until a call has egress. */
+  if (mkdirat(s->dirfd, EGRESS_DIR, 0755) < 0 && errno != EEXIST)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", dir, EGRESS_DIR);
   /* One supervisor per folder: the lock lives as long as we do. */
   s->lock_fd = openat(s->dirfd, SUPERVISOR_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (s->lock_fd < 0)
@@ -767,6 +807,7 @@ int supervisor_main(int argc, char **argv) {
   /* Stop accepting first, so no responder queues behind a dying supervisor. */
   unlinkat(s.dirfd, SUPERVISOR_SOCKET, 0);
   close(s.listen_fd);
+  egress_close(&s.eg);
   sandbox_stop(&s);
   reap_children(&s);
   workspace_unmount(s.dirfd);

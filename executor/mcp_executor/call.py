@@ -8,6 +8,7 @@ import json
 import os
 import select
 import signal
+import socket
 import time
 
 from . import status
@@ -24,6 +25,7 @@ def run_call(st, req, payload, reader, wake_r):
     t0 = time.monotonic()
     timeout = max(0.1, int(req.get("timeout_ms") or 60000) / 1000.0)
     limit = int(req.get("output_limit") or (1 << 20))
+    payload = with_relay(st, req, payload)
     spare = take_spare(st, req)
     if req.get("language") == "javascript":
         st.js_template = req
@@ -32,19 +34,35 @@ def run_call(st, req, payload, reader, wake_r):
     except OSError:
         pass  # it died: the wait below sees that
     drop_spares(st)
-    watch = Watch(st.args, spare, limit, reader, wake_r)
+    watch = Watch(st.args, spare, limit, reader, wake_r, st.relay)
     watch.wait(t0 + timeout)
     said = watch.finish()
     write_frame(DONE, json.dumps(result(st.args, req, watch, said, t0, limit)).encode())
     return said
 
 
+def with_relay(st, req, payload):
+    """A call with egress: the relay listens, and the request (the
+    payload the spare gets) says on which port."""
+    egress = req.get("egress")
+    if not isinstance(egress, dict) or st.args.direct:
+        req.pop("egress", None)
+        return payload
+    port = st.relay.ensure()
+    if not port:
+        req.pop("egress", None)
+    else:
+        egress["port"] = port
+    return json.dumps(req).encode()
+
+
 class Watch:
     """The executor's side of a running call: the child's pipes, its end,
     and the frames that come meanwhile."""
 
-    def __init__(self, args, spare, limit, reader, wake_r):
+    def __init__(self, args, spare, limit, reader, wake_r, relay):
         self.args = args
+        self.relay = relay
         self.pid = spare.pid
         self.reader = reader
         self.wake_r = wake_r
@@ -97,12 +115,17 @@ class Watch:
                 kill_everything(self.args, self.pid)
             wait = 0.05 if self.status is not None else max(0.0, min(deadline - now, 1.0))
             fds = list(self.open_fds) + [self.wake_r, 0] + ([self.st_r] if self.status is None else [])
+            relay_r, relay_w = self.relay.select_sets()
             try:
-                ready, _, _ = select.select(fds, [], [], wait)
+                ready, writable, _ = select.select(fds + relay_r, relay_w, [], wait)
             except InterruptedError:
                 continue
+            socks = [s for s in ready if isinstance(s, socket.socket)]
+            if socks or writable:
+                self.relay.on_ready(socks, writable)
             for fd in ready:
-                self.on_ready(fd)
+                if not isinstance(fd, socket.socket):
+                    self.on_ready(fd)
 
     def on_ready(self, fd):
         if fd == self.wake_r:
@@ -135,6 +158,7 @@ class Watch:
         """Close the pipes, reap, and read what the child said."""
         for fd in self.open_fds:
             os.close(fd)
+        self.relay.end_call()
         reap_others()
         status.read(self.st_r, self.st_buf)
         said = status.parse(self.st_buf)

@@ -12,6 +12,7 @@ import resource
 import signal
 
 from . import status
+from .egress import proxy_env
 
 STATX_FIX = "/opt/mcp/libmcpstatx.so"
 
@@ -30,6 +31,9 @@ def base_env(args, req):
         # coreutils' statx(AT_NO_AUTOMOUNT) fails in this gVisor; the
         # preload library strips the flag (see statx_fix.c).
         env["LD_PRELOAD"] = STATX_FIX
+    # Network by policy: the proxy of the call (the call's own variables
+    # below may override them, to its own loss).
+    env.update(proxy_env(req))
     for k, v in (req.get("env") or {}).items():
         if isinstance(k, str) and isinstance(v, str) and "\0" not in k + v and "=" not in k:
             env[k] = v

@@ -25,6 +25,8 @@ if (data.length === 0) process.exit(0);
 const req = JSON.parse(data);
 for (const k of Object.keys(process.env)) delete process.env[k];
 Object.assign(process.env, req.env);
+// The call's proxy, if it has one (preamble.mjs), now that the environment is the call's.
+globalThis[Symbol.for('mcp.egress.setup')]?.();
 try {
   write('main.mjs', req.code);
 } catch (e) {

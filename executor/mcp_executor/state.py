@@ -5,6 +5,8 @@ down; no other module keeps anything that changes.  A forked child gets
 its own copy, as it gets a copy of everything else.
 """
 
+from .egress import Relay
+
 
 class Args:
     """The command line (sandbox/bundle.c, sandbox/direct.c), read once:
@@ -50,3 +52,4 @@ class State:
         self.spares = []  # a Python child, and a warm Node.js once the session ran JavaScript
         self.js_template = None  # the session's last JavaScript call: the Node.js spare's limits
         self.warm = {}  # in a Python spare: the standard streams warm_up() opened
+        self.relay = Relay()  # the egress relay on the sandbox's loopback (egress.py)
