@@ -228,8 +228,8 @@ bool egress_list_allows(const char *list, const char *host, int port) {
   return r == 1;
 }
 
-static bool entries_overlap(const struct egress_entry *a, const struct egress_entry *b) {
-  if (!ports_overlap(a->port, b->port))
+static bool entries_overlap(const struct egress_entry *a, const struct egress_entry *b, bool ports) {
+  if (ports && !ports_overlap(a->port, b->port))
     return false;
   if (a->ip || b->ip)
     return a->ip && b->ip && entry_host_matches(a, b->host);
@@ -242,20 +242,34 @@ static bool entries_overlap(const struct egress_entry *a, const struct egress_en
   return strcmp(a->host, b->host) == 0;
 }
 
+struct overlap {
+  const struct egress_entry *a; /* overlaps_entry: the entry of the first list */
+  const char *list;             /* overlaps_list: the second list */
+  bool ports;
+};
+
 static int overlaps_entry(const struct egress_entry *b, const void *ctx) {
-  return entries_overlap(ctx, b) ? 1 : 0;
+  const struct overlap *o = ctx;
+  return entries_overlap(o->a, b, o->ports) ? 1 : 0;
 }
 
 static int overlaps_list(const struct egress_entry *a, const void *ctx) {
+  const struct overlap *o = ctx;
+  struct overlap inner = {.a = a, .ports = o->ports};
   mcp_error_t err = NULL;
-  int r = each_entry(ctx, overlaps_entry, a, &err);
+  int r = each_entry(o->list, overlaps_entry, &inner, &err);
   mcp_error_release(&err);
   return r == 1 ? 1 : 0;
 }
 
-bool egress_lists_overlap(const char *a, const char *b) {
+static bool lists_overlap(const char *a, const char *b, bool ports) {
+  struct overlap o = {.list = b, .ports = ports};
   mcp_error_t err = NULL;
-  int r = each_entry(a, overlaps_list, b, &err);
+  int r = each_entry(a, overlaps_list, &o, &err);
   mcp_error_release(&err);
   return r == 1;
 }
+
+bool egress_lists_overlap(const char *a, const char *b) { return lists_overlap(a, b, true); }
+
+bool egress_names_overlap(const char *a, const char *b) { return lists_overlap(a, b, false); }

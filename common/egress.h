@@ -46,6 +46,9 @@ bool egress_list_allows(const char *list, const char *host, int port);
  * an entry of b (a call's narrowing that can allow something; a host with
  * a credential that a call's policy reaches). */
 bool egress_lists_overlap(const char *a, const char *b);
+/* The same, whatever the ports (a host with a credential: the proxy
+ * terminates TLS for its name on any port). */
+bool egress_names_overlap(const char *a, const char *b);
 /* Whether host is an IP literal (IPv4, or IPv6 with or without brackets). */
 bool egress_host_is_ip(const char *host);
 

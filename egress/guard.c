@@ -12,7 +12,10 @@
  * Squid then answers 503 (connection failed) instead of connecting.
  *
  * Port 53 of the name servers in /etc/resolv.conf stays reachable (Squid
- * falls back to DNS over TCP).  Unix sockets and other families pass. */
+ * falls back to DNS over TCP), and so do the loopback listeners Squid
+ * itself opened on a port the kernel chose: its helpers talk to it over
+ * them (external_acl_type helpers use TCP on loopback).  Unix sockets and
+ * other families pass. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -36,6 +39,12 @@ static struct net allowed[NETS_MAX];
 static int n_allowed;
 static struct net resolvers[8];
 static int n_resolvers;
+/* Squid's own loopback listeners on kernel-chosen ports (for its helpers):
+ * descriptors bound so, then their ports once listening. */
+#define FDS_TRACKED 4096
+static bool ephemeral_fd[FDS_TRACKED];
+static int own_ports[256];
+static int n_own_ports;
 
 /* Ranges no sandbox may reach unless the operator lists them. */
 static const char *const denied_text[] = {
@@ -108,30 +117,51 @@ static bool any(const struct net *nets, int n, int family, const unsigned char *
   return false;
 }
 
-/* Whether connecting to sa is refused. */
-static bool refused(const struct sockaddr *sa, socklen_t len) {
-  unsigned char addr[16];
-  int family, port;
+/* The address and port of an IPv4 or IPv6 sockaddr (IPv4-mapped IPv6
+ * as IPv4); the family, or 0. */
+static int inet_of(const struct sockaddr *sa, socklen_t len, unsigned char addr[16], int *port) {
   if (sa == NULL)
-    return false;
+    return 0;
   if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
     const struct sockaddr_in *in = (const void *)sa;
     memcpy(addr, &in->sin_addr, 4);
-    family = AF_INET;
-    port = ntohs(in->sin_port);
-  } else if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-    const struct sockaddr_in6 *in6 = (const void *)sa;
-    memcpy(addr, &in6->sin6_addr, 16);
-    family = AF_INET6;
-    port = ntohs(in6->sin6_port);
-  } else {
-    return false;
+    *port = ntohs(in->sin_port);
+    return AF_INET;
   }
+  if (sa->sa_family != AF_INET6 || len < sizeof(struct sockaddr_in6))
+    return 0;
+  const struct sockaddr_in6 *in6 = (const void *)sa;
   static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (family == AF_INET6 && memcmp(addr, mapped, 12) == 0) { /* ::ffff:a.b.c.d is IPv4 */
-    memmove(addr, addr + 12, 4);
-    family = AF_INET;
+  *port = ntohs(in6->sin6_port);
+  if (memcmp(&in6->sin6_addr, mapped, 12) == 0) {
+    memcpy(addr, (const unsigned char *)&in6->sin6_addr + 12, 4);
+    return AF_INET;
   }
+  memcpy(addr, &in6->sin6_addr, 16);
+  return AF_INET6;
+}
+
+static bool loopback(int family, const unsigned char *addr) {
+  static const unsigned char v6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  return family == AF_INET ? addr[0] == 127 : memcmp(addr, v6, 16) == 0;
+}
+
+static bool own_port(int port) {
+  for (int i = 0; i < n_own_ports; i++)
+    if (own_ports[i] == port)
+      return true;
+  return false;
+}
+
+/* Whether connecting to sa is refused. */
+static bool refused(const struct sockaddr *sa, socklen_t len) {
+  unsigned char addr[16];
+  int port = 0;
+  int family = inet_of(sa, len, addr, &port);
+  if (family == 0)
+    return false;
+  if (loopback(family, addr) && own_port(port))
+    return false;
   if (port == 53 && any(resolvers, n_resolvers, family, addr))
     return false;
   if (!any(denied, (int)(sizeof(denied) / sizeof(denied[0])), family, addr))
@@ -148,4 +178,32 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len) {
     return -1;
   }
   return real != NULL ? real(fd, sa, len) : (errno = ENOSYS, -1);
+}
+
+int bind(int fd, const struct sockaddr *sa, socklen_t len) {
+  static int (*real)(int, const struct sockaddr *, socklen_t);
+  if (real == NULL)
+    real = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "bind");
+  unsigned char addr[16];
+  int port = -1;
+  int family = inet_of(sa, len, addr, &port);
+  if (fd >= 0 && fd < FDS_TRACKED)
+    ephemeral_fd[fd] = family != 0 && port == 0 && loopback(family, addr);
+  return real != NULL ? real(fd, sa, len) : (errno = ENOSYS, -1);
+}
+
+int listen(int fd, int backlog) {
+  static int (*real)(int, int);
+  if (real == NULL)
+    real = (int (*)(int, int))dlsym(RTLD_NEXT, "listen");
+  int r = real != NULL ? real(fd, backlog) : (errno = ENOSYS, -1);
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof(ss);
+  unsigned char addr[16];
+  int port = 0;
+  if (r == 0 && fd >= 0 && fd < FDS_TRACKED && ephemeral_fd[fd] &&
+      getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 && inet_of((struct sockaddr *)&ss, sl, addr, &port) != 0 &&
+      !own_port(port) && n_own_ports < (int)(sizeof(own_ports) / sizeof(own_ports[0])))
+    own_ports[n_own_ports++] = port;
+  return r;
 }

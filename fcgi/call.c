@@ -3,9 +3,12 @@
 #include "fcgi/call.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "common/frame.h"
+#include "common/proc.h"
 
 /* Beyond the call's own timeout: the supervisor's grace and a sandbox start. */
 #define CALL_SLACK_MS 40000
@@ -13,6 +16,29 @@
 void call_result_free(struct call_result *res) {
   buf_free(&res->out);
   buf_free(&res->err);
+}
+
+/* Whether this Node.js takes --disable-wasm-trap-handler (20.15 and
+ * later).  Without it, V8 reserves 10 GiB of address space for each
+ * WebAssembly memory, which the call's RLIMIT_AS refuses: fetch() (its
+ * HTTP parser is WebAssembly) could not run at all.  Asked once per
+ * responder. */
+static bool node_takes_wasm_flag(const struct mcp_config *cfg) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static int known = -1;
+  pthread_mutex_lock(&lock);
+  if (known < 0) {
+    const char *argv[] = {cfg->node, "--disable-wasm-trap-handler", "--version", NULL};
+    cleanup_close int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    struct proc_opts o = {.argv = argv, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = devnull, .timeout_ms = 10000};
+    int status = 0;
+    mcp_error_t err = NULL;
+    known = run_process(&o, &status, &err) == 0 && status == 0;
+    mcp_error_release(&err);
+  }
+  bool r = known == 1;
+  pthread_mutex_unlock(&lock);
+  return r;
 }
 
 char *call_request_json(const struct mcp_config *cfg, const struct call_request *req) {
@@ -35,6 +61,8 @@ char *call_request_json(const struct mcp_config *cfg, const struct call_request 
   if (req->npm_stage != NULL)
     cJSON_AddStringToObject(o, "npm_stage", req->npm_stage);
   cJSON_AddStringToObject(o, "node", cfg->node);
+  if (req->language != NULL && strcmp(req->language, "javascript") == 0 && node_takes_wasm_flag(cfg))
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "node_flags"), cJSON_CreateString("--disable-wasm-trap-handler"));
   if (req->rpc_id != NULL)
     cJSON_AddStringToObject(o, "rpc_id", req->rpc_id);
   if (req->token != NULL)

@@ -112,8 +112,8 @@ int egress_plan_for(const struct mcp_config *cfg, const char *token, const char 
   }
   char creds[EGRESS_LIST_MAX + 1];
   credential_hosts(cfg, creds, sizeof(creds));
-  out->ca = creds[0] != '\0' && egress_lists_overlap(creds, out->allow) &&
-            (!out->narrowed || egress_lists_overlap(creds, out->narrow));
+  out->ca = creds[0] != '\0' && egress_names_overlap(creds, out->allow) &&
+            (!out->narrowed || egress_names_overlap(creds, out->narrow));
   out->on = true;
   return 0;
 }

@@ -182,6 +182,7 @@ class Relay:
             except OSError:
                 return
             client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.pairs.append(Pair(client))
 
     def end_call(self):

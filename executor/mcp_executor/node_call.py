@@ -28,6 +28,8 @@ MAIN = "/work/.mcp/main.mjs"
 # Variables Node.js or the loader read once at start: a call that sets one
 # takes the cold path, where they apply.
 JS_START_VARS = ("NODE_", "UV_", "LD_", "V8_", "SSL_", "OPENSSL_")
+# The flags a request may add to Node.js's command line.
+NODE_FLAGS = ("--disable-wasm-trap-handler",)
 
 
 def read_source(name):
@@ -53,7 +55,10 @@ def exec_node(req, tail):
     """Become Node.js with req's heap limit; tail: the rest of its argv."""
     heap_mb = max(32, int(req.get("memory_bytes") or (512 << 20)) >> 20)
     node = req.get("node") or NODE
-    argv = [node, "--max-old-space-size=%d" % heap_mb] + tail
+    # node_flags: --disable-wasm-trap-handler where this Node.js has it
+    # (fetch's WebAssembly needs it under the call's address-space limit).
+    flags = [f for f in (req.get("node_flags") or []) if f in NODE_FLAGS]
+    argv = [node, "--max-old-space-size=%d" % heap_mb] + flags + tail
     try:
         os.execve(node, argv, dict(os.environ))
     except OSError as e:
@@ -84,7 +89,7 @@ def js_warm_key(req):
     """The limits a Node.js spare was started with (a call with others
     takes the cold path)."""
     return tuple(int(req.get(k) or 0) for k in ("memory_bytes", "cpu_seconds", "nproc", "nofile", "fsize_bytes")) + (
-        req.get("node") or NODE,)
+        req.get("node") or NODE, tuple(req.get("node_flags") or ()))
 
 
 def js_warm_ok(args, req):

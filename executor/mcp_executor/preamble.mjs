@@ -70,9 +70,13 @@ function setupEgress() {
   void globalThis.Headers; // loads fetch's undici, which makes its default dispatcher
   const Agent = globalThis[DISPATCHER]?.constructor;
   if (typeof Agent !== 'function' || globalThis[DISPATCHER].mcpEgress) return;
+  // Node.js reads NODE_EXTRA_CA_CERTS at start only (a warm spare started
+  // earlier); SSL_CERT_FILE names the deployment's CA bundle when the proxy
+  // terminates TLS for a host of the call (egress.py).
   let ca;
-  if (env('NODE_EXTRA_CA_CERTS')) {
-    try { ca = [...require('node:tls').rootCertificates, require('node:fs').readFileSync(env('NODE_EXTRA_CA_CERTS'), 'utf8')]; } catch {}
+  const extra = [env('NODE_EXTRA_CA_CERTS'), env('SSL_CERT_FILE')].filter(Boolean);
+  if (extra.length) {
+    try { ca = [...require('node:tls').rootCertificates, ...extra.map((f) => require('node:fs').readFileSync(f, 'utf8'))]; } catch {}
   }
   const plain = new Agent();
   const tunnelled = new Agent({ connect: tunnel(proxy, ca) });

@@ -33,7 +33,7 @@ try {
   process.stderr.write('cannot write the code to /work/.mcp: ' + e.message + '\n');
   process.exit(126);
 }
-const heap = process.execArgv.filter((a) => a.startsWith('--max-old-space-size='));
+const heap = process.execArgv.filter((a) => a.startsWith('--max-old-space-size=') || a === '--disable-wasm-trap-handler');
 process.execArgv.splice(0, process.execArgv.length, ...heap, '--import', 'file:///work/.mcp/preamble.mjs');
 process.argv.splice(1, process.argv.length - 1, '/work/.mcp/main.mjs');
 if (!globalThis.require) await import('file:///work/.mcp/preamble.mjs');

@@ -13,10 +13,12 @@ MCP_HOST="${MCP_HOST:-127.0.0.1}"
 MCP_PORT="${MCP_PORT:-8443}"
 MCP_TLS="${MCP_TLS:-on}"           # off: plain HTTP (Cloud Run terminates TLS)
 MCP_BUILD_DIR="${MCP_BUILD_DIR:-$MCP_ROOT/build}"
+# The filtering proxy (Squid) of network by policy listens on loopback here.
+MCP_EGRESS_PORT="${MCP_EGRESS_PORT:-$((MCP_PORT + 5))}"
 
 # Debian packages: building, running, testing.
 MCP_APT_BUILD="build-essential autoconf automake libtool pkg-config libfcgi-dev libcjson-dev libseccomp-dev libcgroup-dev libssl-dev"
-MCP_APT_RUN="nginx runsc python3 python3-pip openssl curl ca-certificates libfcgi-bin cgroup-tools procps e2fsprogs"
+MCP_APT_RUN="nginx runsc python3 python3-pip openssl curl ca-certificates libfcgi-bin cgroup-tools procps e2fsprogs squid-openssl"
 # The template environment (env_requirements.txt) from Debian's packages;
 # MCP_TEMPLATE_FROM=pip (the Dockerfile) installs it with pip instead.
 MCP_APT_TEMPLATE="python3-numpy python3-pandas python3-matplotlib python3-pil"
@@ -54,9 +56,12 @@ apt_install() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq || apt-get update
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
-  # The nginx package starts its default site on port 80; we run our own.
+  # The nginx and squid packages start their default services; we run our own.
   if [[ " ${missing[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null; then
     systemctl disable --now nginx >/dev/null 2>&1 || true
+  fi
+  if [[ " ${missing[*]} " == *" squid-openssl "* ]] && command -v systemctl >/dev/null; then
+    systemctl disable --now squid >/dev/null 2>&1 || true
   fi
 }
 
@@ -175,6 +180,144 @@ render_nginx() {
   nginx -t -q -c "$MCP_STATE_DIR/nginx/nginx.conf" || die "nginx rejected the generated configuration"
 }
 
+# ---- The filtering proxy of network by policy (README.md) ----
+# Squid, from <state>/egress: its configuration (rendered from
+# egress/squid.conf.in), its CA (TLS terminated for hosts with a
+# credential) and certificate cache, the conns/ folder where the
+# supervisors' relays register each connection for its policy helper, its
+# pid and its logs (egress/logs: access.log, cache.log; squid.log holds
+# what it prints at start).  It runs as Debian's `proxy` user.
+SQUID_USER=proxy
+
+# A setting as the server sees it, whole (config_value takes one word).
+config_text() {
+  MCP_STATE_DIR="$MCP_STATE_DIR" "$MCP_STATE_DIR/install/bin/mcp-server" --print-config |
+    sed -n "s/^$1 = //p"
+}
+
+ensure_egress_ca() {
+  local d="$MCP_STATE_DIR/egress"
+  install -d -m 750 -o root -g "$SQUID_USER" "$d"
+  install -d -m 2770 -o root -g "$SQUID_USER" "$d/conns"
+  if [ ! -s "$d/ca.pem" ] || [ ! -s "$d/ca.key" ]; then
+    (
+      umask 077
+      openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=mcp-sandbox egress CA $(hostname)" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+        -keyout "$d/ca.key" -out "$d/ca.pem" >/dev/null 2>&1
+    ) || die "openssl: the egress CA"
+  fi
+  chown "root:$SQUID_USER" "$d/ca.key" && chmod 640 "$d/ca.key" && chmod 644 "$d/ca.pem"
+  # What a call trusts when the proxy terminates TLS for one of its hosts.
+  cat /etc/ssl/certs/ca-certificates.crt "$d/ca.pem" >"$d/ca-bundle.pem.tmp" && chmod 644 "$d/ca-bundle.pem.tmp" &&
+    mv "$d/ca-bundle.pem.tmp" "$d/ca-bundle.pem"
+  if [ ! -d "$d/certs" ]; then
+    /usr/lib/squid/security_file_certgen -c -s "$d/certs" -M 16MB >/dev/null || die "squid: certificate cache"
+    chown -R "$SQUID_USER:$SQUID_USER" "$d/certs"
+  fi
+}
+
+# One file per error page: the lines of egress/errors.txt, and a generic
+# line for Squid's other pages.
+render_squid_errors() {
+  local d="$MCP_STATE_DIR/egress/errors" t name line
+  rm -rf "$d" && mkdir -p "$d"
+  for t in /usr/share/squid/errors/templates/ERR_*; do
+    name="$(basename "$t")"
+    printf 'egress failed: the proxy answered %s for %%H (%%E)\n' "$name" >"$d/$name"
+  done
+  while read -r name line; do
+    case "$name" in '' | '#'*) continue ;; esac
+    printf '%s\n' "$line" >"$d/$name"
+  done <"$MCP_ROOT/egress/errors.txt"
+  cp /usr/share/squid/errors/templates/error-details.txt "$d/" 2>/dev/null || true
+  chmod -R a+rX "$d"
+}
+
+# egress_credentials (`host Header value` lines, root's only) -> the
+# proxy's rules: terminate TLS for the host, add the header (HTTPS only).
+render_squid_credentials() {
+  local src="$1" out="$MCP_STATE_DIR/egress/credentials.conf" n=0 host header value dom
+  (
+    umask 027
+    : >"$out.tmp"
+    if [ -n "$src" ]; then
+      [ -r "$src" ] || die "egress_credentials: cannot read $src"
+      while read -r host header value; do
+        case "$host" in '' | '#'*) continue ;; esac
+        [[ "$host" =~ ^(\*\.)?[A-Za-z0-9._-]+$ ]] || die "egress_credentials: bad host '$host'"
+        [[ "$header" =~ ^[A-Za-z0-9-]+:?$ ]] || die "egress_credentials: bad header name for $host"
+        [ -n "$value" ] || die "egress_credentials: no value for $host"
+        header="${header%:}"
+        n=$((n + 1))
+        dom="${host#\*}"
+        value="${value//\\/\\\\}"
+        value="${value//\"/\\\"}"
+        value="${value//%/%%}"
+        {
+          printf 'acl egress_cred_%d dstdomain %s\nacl egress_cred_sni_%d ssl::server_name %s\n' "$n" "$dom" "$n" "$dom"
+          printf 'request_header_access %s deny egress_cred_%d egress_https\n' "$header" "$n"
+          printf 'request_header_add %s "%s" egress_cred_%d egress_https\n' "$header" "$value" "$n"
+          printf 'ssl_bump bump step2 egress_cred_sni_%d egress_policy\n' "$n"
+        } >>"$out.tmp"
+      done <"$src"
+    fi
+  ) || exit 1
+  chown "root:$SQUID_USER" "$out.tmp" && mv "$out.tmp" "$out"
+}
+
+render_squid() {
+  local d="$MCP_STATE_DIR/egress" networks hosts upstream helper
+  ensure_egress_ca
+  networks="$(config_text egress_networks | tr ',' ' ')"
+  hosts="$(config_text egress_hosts_file)"
+  upstream="$(config_text egress_upstream_ca)"
+  helper="$MCP_STATE_DIR/install/libexec/mcp-sandbox/mcp-egress-helper"
+  render_squid_errors
+  render_squid_credentials "$(config_text egress_credentials)"
+  [ -n "$networks" ] || networks='"/dev/null"'
+  [ -z "$upstream" ] || upstream="tls_outgoing_options cafile=$upstream"
+  sed -e "s|@LISTEN@|127.0.0.1:$MCP_EGRESS_PORT|g" -e "s|@EGRESS_DIR@|$d|g" -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" \
+    -e "s|@SQUID_USER@|$SQUID_USER|g" -e "s|@HOSTS_FILE@|${hosts:-/etc/hosts}|g" -e "s|@HELPER@|$helper|g" \
+    -e "s|@NETWORKS@|$networks|g" -e "s|@UPSTREAM_CA@|$upstream|g" \
+    "$MCP_ROOT/egress/squid.conf.in" >"$d/squid.conf.tmp"
+  chown "root:$SQUID_USER" "$d/squid.conf.tmp" && chmod 640 "$d/squid.conf.tmp" && mv "$d/squid.conf.tmp" "$d/squid.conf"
+  install -d -m 750 -o "$SQUID_USER" -g "$SQUID_USER" "$d/logs"
+  squid -k parse -f "$d/squid.conf" >"$d/logs/parse.log" 2>&1 ||
+    { tail -n 20 "$d/logs/parse.log" >&2; die "squid rejected the generated configuration"; }
+}
+
+start_squid() {
+  local d="$MCP_STATE_DIR/egress" i
+  pid_alive "$d/squid.run.pid" && die "squid for this state folder already runs; scripts/stop first"
+  rm -f "$d/conns/"* "$d/squid.pid"
+  # The guard (egress/guard.c) refuses connections to private addresses
+  # that egress_networks does not list, whatever the name resolved to.
+  LD_PRELOAD="$MCP_STATE_DIR/install/libexec/mcp-sandbox/libmcpegressguard.so" \
+    MCP_EGRESS_NETWORKS="$(config_text egress_networks)" \
+    setsid squid -N -f "$d/squid.conf" >>"$d/logs/squid.log" 2>&1 </dev/null &
+  echo $! >"$d/squid.run.pid"
+  for i in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$MCP_EGRESS_PORT") 2>/dev/null && return 0
+    pid_alive "$d/squid.run.pid" || die "squid exited; see $d/logs/squid.log and cache.log"
+    sleep 0.1
+  done
+  die "squid did not listen on 127.0.0.1:$MCP_EGRESS_PORT; see $d/logs/cache.log"
+}
+
+stop_squid() {
+  local f="$MCP_STATE_DIR/egress/squid.run.pid" i
+  if pid_alive "$f"; then
+    kill -TERM "$(cat "$f")" 2>/dev/null || true
+    for i in $(seq 1 50); do pid_alive "$f" || break; sleep 0.1; done
+    pid_alive "$f" && kill -KILL "$(cat "$f")" 2>/dev/null
+  fi
+  rm -f "$f"
+}
+
+# The server's side: where the sandboxes' traffic goes (unless set).
+export_egress_proxy() { export MCP_EGRESS_PROXY="${MCP_EGRESS_PROXY:-127.0.0.1:$MCP_EGRESS_PORT}"; }
+
 endpoint_url() {
   local scheme=https
   [ "$MCP_TLS" = on ] || scheme=http
@@ -249,5 +392,6 @@ stop_all() {
     for i in $(seq 1 300); do pid_alive "$pidf" || break; sleep 0.1; done
     pid_alive "$pidf" && kill -KILL "$(cat "$pidf")" 2>/dev/null
   fi
+  stop_squid
   rm -f "$pidf" "$rt/nginx.pid"
 }
