@@ -95,7 +95,6 @@ int fd_host_path(int dirfd, const char *name, char *buf, size_t size);
 /* Duplicate at most n bytes of s into a NUL-terminated string. */
 char *xstrndup(const char *s, size_t n);
 
-
 /* Standard base64 (RFC 4648, with padding).  encode returns a new string;
  * decode returns the byte count or -1 for invalid input. */
 char *base64_encode(const unsigned char *data, size_t len);
