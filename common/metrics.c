@@ -244,6 +244,9 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
           &shm->responder_restarts);
   counter(b, "mcp_bytes_returned_total", "Output bytes returned to clients (stdout, stderr, files).",
           &shm->bytes_returned);
+  counter(b, "mcp_fastcgi_peers_refused_total",
+          "FastCGI connections dropped unanswered: the peer is neither root nor a user that may connect.",
+          &shm->peers_refused);
   line(b, "# HELP mcp_requests_rejected_total Requests refused, by reason.\n"
           "# TYPE mcp_requests_rejected_total counter\n");
   for (int i = 0; i < REJECT_N; i++)
