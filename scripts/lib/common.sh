@@ -114,13 +114,15 @@ ensure_tokens() {
       umask 077
       set -f
       local entry
-      printf '# name token (from MCP_TOKENS; the name appears in logs, never the token)\n'
-      for entry in $MCP_TOKENS; do
-        case "$entry" in
-          *:*) printf '%s %s\n' "${entry%%:*}" "${entry#*:}" ;;
-          *) printf 'token-%s %s\n' "$(printf '%s' "$entry" | sha256sum | cut -c1-8)" "$entry" ;;
-        esac
-      done >"$f"
+      {
+        printf '# name token (from MCP_TOKENS; the name appears in logs, never the token)\n'
+        for entry in $MCP_TOKENS; do
+          case "$entry" in
+            *:*) printf '%s %s\n' "${entry%%:*}" "${entry#*:}" ;;
+            *) printf 'token-%s %s\n' "$(printf '%s' "$entry" | sha256sum | cut -c1-8)" "$entry" ;;
+          esac
+        done
+      } >"$f"
     )
   fi
   if [ ! -s "$f" ]; then

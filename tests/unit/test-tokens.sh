@@ -169,8 +169,10 @@ $tok_c"
   # shellcheck source=../../scripts/lib/common.sh
   . "$srcdir/scripts/lib/common.sh"
   ensure_tokens
-) 2>"$tmp/err"
+) >"$tmp/err" 2>&1
 ok $? "ensure_tokens takes MCP_TOKENS"
+[ ! -s "$tmp/err" ] && head -n 1 "$tmp/state/tokens" | grep -q '^# name token'
+ok $? "it prints nothing; the file starts with a comment"
 [ "$(grep -v '^#' "$tmp/state/tokens")" = "alice $tok_a
 token-$(sha8 "$tok_b") $tok_b
 token-$(sha8 "$tok_c") $tok_c" ]
