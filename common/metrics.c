@@ -275,6 +275,9 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
        "# HELP mcp_state_disk_free_bytes Free space on the state folder's file system.\n"
        "# TYPE mcp_state_disk_free_bytes gauge\nmcp_state_disk_free_bytes %lld\n",
        (long long)metrics_disk_free(cfg));
+  counter(b, "mcp_fastcgi_peers_refused_total",
+          "FastCGI connections dropped unanswered: the peer is neither root nor a user that may connect.",
+          &shm->peers_refused);
   line(b, "# HELP mcp_requests_rejected_total Requests refused, by reason.\n"
           "# TYPE mcp_requests_rejected_total counter\n");
   for (int i = 0; i < REJECT_N; i++)

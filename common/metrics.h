@@ -73,6 +73,7 @@ struct metrics {
   _Atomic uint64_t responder_restarts;
   _Atomic uint64_t rejected[REJECT_N];
   _Atomic uint64_t bytes_returned;
+  _Atomic uint64_t peers_refused;     /* FastCGI connections from a peer that may not talk to us */
   _Atomic int64_t last_start_ok_ms;   /* wall clock of the latest sandbox start that worked */
   _Atomic int64_t last_start_fail_ms; /* ... and of the latest that failed */
   _Atomic uint32_t token_lock;

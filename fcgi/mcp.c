@@ -220,10 +220,48 @@ static int check_post_headers(struct mcp_ctx *ctx, const struct http_request *re
   return 0;
 }
 
+/* A \u0000 escape is valid JSON that cannot reach the sandbox (cJSON
+ * strings end at NUL).  Answered with the request's id, so that clients
+ * match the answer to their request, and the place of the escape; 0 when
+ * it was, -1 when the id cannot be found (then it is a parse error). */
+static int answer_nul(const struct http_request *req, struct http_sink *sink) {
+  struct json_nul_site site;
+  if (json_locate_nul(req->body, req->body_len, MAX_JSON_DEPTH, MCP_MAX_JSON_VALUES, &site) != JSON_OK ||
+      site.id == NULL || strcmp(site.path, "id") == 0)
+    return -1;
+  cleanup_cjson cJSON *id = cJSON_ParseWithLength(site.id, site.id_len);
+  if (!id_valid(id))
+    return -1;
+  static const char nul[] = "contains a NUL character (\\u0000)";
+  char msg[JSON_PATH_MAX + 160];
+  if (strncmp(site.path, "params", 6) != 0 || (site.path[6] != '\0' && site.path[6] != '.')) {
+    snprintf(msg, sizeof(msg), "Invalid Request: %s%s %s", site.in_key ? "a key in " : "",
+             site.path[0] ? site.path : "the message", nul);
+    return send_rpc_error(sink, 400, id, RPC_INVALID_REQUEST, msg), 0;
+  }
+  const char *rel = site.path[6] == '.' ? site.path + 7 : "";
+  const char *why =
+      strncmp(rel, "arguments", 9) == 0 ? "which cannot be passed to the sandbox" : "which this server does not accept";
+  if (site.in_key)
+    snprintf(msg, sizeof(msg), "Invalid params: a key of %s %s, %s", rel[0] ? rel : "params", nul, why);
+  else
+    snprintf(msg, sizeof(msg), "Invalid params: %s %s, %s", rel[0] ? rel : "params", nul, why);
+  return send_rpc_error(sink, 200, id, RPC_INVALID_PARAMS, msg), 0;
+}
+
 /* Parse and validate the body; NULL after an error response was sent. */
 static cJSON *parse_body(const struct http_request *req, struct http_sink *sink) {
   size_t off = 0;
-  int r = json_scan(req->body ? req->body : "", req->body_len, MAX_JSON_DEPTH, &off);
+  int r = json_scan(req->body ? req->body : "", req->body_len, MAX_JSON_DEPTH, MCP_MAX_JSON_VALUES, &off);
+  if (r == JSON_ERR_NUL && req->body != NULL && answer_nul(req, sink) == 0)
+    return NULL;
+  if (r == JSON_ERR_VALUES) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "Invalid Request: the body has more than %d JSON values (at byte %zu)",
+             MCP_MAX_JSON_VALUES, off);
+    send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST, msg);
+    return NULL;
+  }
   if (r != JSON_OK) {
     char msg[160];
     snprintf(msg, sizeof(msg), "Parse error: %s (at byte %zu)", json_scan_strerror(r), off);
