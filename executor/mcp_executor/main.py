@@ -53,11 +53,11 @@ def serve(st, reader, wake_r):
         # before it, the supervisor may hand the call to a new sandbox.
         write_frame(ACCEPTED, b"")
         said = run_call(st, req, payload, reader, wake_r)
-        clear_scratch(st.args)
         if said.packages_changed and st.preloaded:
             # A preloaded template module could shadow what was just
             # installed: start over as a fresh interpreter (still PID 1),
             # with the same command line (python3 -I -B <folder> ...).
+            clear_scratch(st.args)
             os.execv(sys.executable, sys.orig_argv)
         import_modules(st, [name for name in said.learned if name in st.args.learn])
         # The next call's child is forked once this call's answer has had
@@ -66,6 +66,10 @@ def serve(st, reader, wake_r):
         # that comes first is served at once (forking on demand).
         if not reader.buf and not select.select([0], [], [], SPARE_DELAY)[0]:
             prepare_spare(st)  # after the imports: the spare has them too
+        # /tmp and /dev/shm do not persist: emptied before the next request
+        # is read, after the spare's fork (which the next call waits for
+        # more often than for this).
+        clear_scratch(st.args)
 
 
 def import_modules(st, names):

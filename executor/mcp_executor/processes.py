@@ -9,6 +9,8 @@ import signal
 import stat
 import time
 
+from .limits import set_dumpable
+
 SCRATCH = ("/tmp", "/dev/shm")
 CLEAR_SECONDS = 30  # at most this long emptying them after a call
 DEEP = 32  # a folder deeper than this is moved up and emptied on a later pass
@@ -66,9 +68,11 @@ def clear_scratch(args):
     """After a call, once its processes are gone: empty /tmp and /dev/shm
     (they do not persist between calls, and hold sandbox memory while the
     session idles).  Only what the sandbox user made can be there, in
-    sticky folders the executor (root without CAP_FOWNER) may not empty: a
-    child does it as that user, never following a link.  Nothing to do (the
-    usual case) costs two listings, no fork."""
+    sticky folders the executor (root without CAP_FOWNER) may not empty:
+    it does so with the sandbox user's effective ids (no fork: a fork of
+    PID 1 costs the next call more than this), back to root at the end,
+    never following a link.  Nothing to do (the usual case) costs two
+    listings."""
     if os.getpid() != 1 or args.direct:
         return
     try:
@@ -76,37 +80,28 @@ def clear_scratch(args):
             return
     except OSError:
         return
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(args.gid)
-            os.setuid(args.uid)
-            for d in SCRATCH:
-                empty_folder(d)
-        except BaseException:
-            os._exit(1)
-        os._exit(0)
     deadline = time.monotonic() + CLEAR_SECONDS
-    while True:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if done == pid:
-            return
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return
-        time.sleep(0.005)
+    os.setegid(args.gid)
+    os.seteuid(args.uid)
+    try:
+        for d in SCRATCH:
+            empty_folder(d, deadline)
+    except (OSError, TimeoutError):
+        pass
+    finally:
+        # root's effective ids again (its capabilities come back with them);
+        # still not dumpable (a change of ids may reset that)
+        os.seteuid(0)
+        os.setegid(0)
+        set_dumpable(False)
 
 
-def empty_folder(path):
+def empty_folder(path, deadline):
     """Remove everything below path (as its entries' owner): folders without
     permissions get them back, links are removed, never followed; a folder
     nested deeper than DEEP is moved up to path and emptied on a later pass,
-    so that neither recursion nor descriptors run out."""
+    so that neither recursion nor descriptors run out.  TimeoutError past
+    the deadline."""
     top = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         before = None
@@ -117,14 +112,16 @@ def empty_folder(path):
             before = names
             for name in names:
                 try:
-                    remove_entry(top, top, name, 0, serial)
+                    remove_entry(top, top, name, 0, serial, deadline)
                 except OSError:
                     pass
     finally:
         os.close(top)
 
 
-def remove_entry(top, dfd, name, depth, serial):
+def remove_entry(top, dfd, name, depth, serial, deadline):
+    if time.monotonic() > deadline:
+        raise TimeoutError()
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
@@ -141,7 +138,7 @@ def remove_entry(top, dfd, name, depth, serial):
     sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
     try:
         for child in os.listdir(sub):
-            remove_entry(top, sub, child, depth + 1, serial)
+            remove_entry(top, sub, child, depth + 1, serial, deadline)
     finally:
         os.close(sub)
     os.rmdir(name, dir_fd=dfd)
