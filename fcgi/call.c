@@ -34,6 +34,8 @@ char *call_request_json(const struct mcp_config *cfg, const struct call_request 
     cJSON_AddStringToObject(o, "language", req->language);
   if (req->npm_stage != NULL)
     cJSON_AddStringToObject(o, "npm_stage", req->npm_stage);
+  if (req->package_dir != NULL)
+    cJSON_AddStringToObject(o, "package_dir", req->package_dir);
   cJSON_AddStringToObject(o, "node", cfg->node);
   if (req->rpc_id != NULL)
     cJSON_AddStringToObject(o, "rpc_id", req->rpc_id);
@@ -77,6 +79,7 @@ int call_result_parse(const char *json, size_t len, struct call_result *res) {
   res->workspace_full = get_bool(o, "workspace_full");
   res->input_error = get_bool(o, "input_error");
   res->install_error = get_bool(o, "install_error");
+  res->packages_missing = get_bool(o, "packages_missing");
   res->sandbox_lost = get_bool(o, "sandbox_lost");
   res->memory_exceeded = get_bool(o, "memory_exceeded");
   res->truncated = res->truncated || get_bool(o, "truncated");

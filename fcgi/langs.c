@@ -13,11 +13,6 @@
 static bool always(const struct mcp_config *cfg) { return cfg != NULL; }
 static bool node_installed(const struct mcp_config *cfg) { return access(cfg->node, X_OK) == 0; }
 
-static int wheels_fetch(const struct mcp_config *cfg, const cJSON *packages, char stage[33], mcp_error_t *err) {
-  stage[0] = '\0';
-  return packages_fetch(cfg, packages, err);
-}
-
 static const struct lang python = {
     .name = "python",
     .tool = "execute_python",
@@ -32,9 +27,8 @@ static const struct lang python = {
                     "session before running; installed packages stay for the session's later calls.",
     .installed_file = "packages.installed",
     .packages_validate = packages_validate,
-    .packages_fetch = wheels_fetch,
+    .packages_fetch = packages_fetch,
     .packages_in_request = true,
-    .fetch_when_installed = false,
     .available = always,
 };
 
@@ -51,13 +45,13 @@ static const struct lang javascript = {
     .packages_doc = "npm packages (name or name@version, e.g. lodash@4) to install into the session's "
                     "/work/node_modules before running; install scripts never run.",
     .installed_file = "npm.installed",
+    /* node_modules holds the set copied in last: the same set again needs
+     * nothing; another one is resolved and copied over it. */
+    .installed_is_set = true,
     .packages_validate = npm_validate,
-    .packages_fetch = npm_stage,
+    .packages_fetch = npm_fetch,
     .packages_in_request = false,
-    /* The installed tree of a set of specs is cached by the set, so asking
-     * is cheap; the executor copies it unless /work/node_modules already
-     * holds that very set. */
-    .fetch_when_installed = true,
+    .packages_key = npm_set_key,
     .available = node_installed,
 };
 

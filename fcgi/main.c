@@ -34,6 +34,7 @@
 #include "common/settings.h"
 #include "common/util.h"
 #include "fcgi/keeper.h"
+#include "fcgi/pkgtools.h"
 #include "fcgi/responder.h"
 #include "fcgi/session.h"
 #include "sandbox/bundle.h"
@@ -304,6 +305,9 @@ int main(int argc, char **argv) {
   sigaction(SIGHUP, &hup, NULL);
   if (prepare(&m) < 0)
     return 1;
+  /* The host's proxy and CA settings for pip and npm, asked once: the
+   * responders and the keeper inherit them. */
+  package_host_settings_load(&m.cfg);
   m.keeper = spawn(&m, true);
   for (int i = 0; i < m.cfg.responders; i++)
     m.responders[i] = spawn(&m, false);
