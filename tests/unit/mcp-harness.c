@@ -289,7 +289,7 @@ static void parse_sse(struct response *r) {
 void serve(struct harness *h, const struct http_request *req, struct response *r) {
   memset(r, 0, sizeof(*r));
   struct sink_buf s = {{0}};
-  struct http_sink sink = {sink_write, sink_flush, &s, NULL, NULL};
+  struct http_sink sink = {sink_write, sink_flush, &s, NULL, NULL, NULL};
   int ret = mcp_serve(&h->ctx, req, &sink);
   if (ret < 0)
     diag("mcp_serve returned %d", ret);
