@@ -5,20 +5,10 @@
 // stack has two tokens; tests/unit/test-mcp-modern.c too.)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { MCP_URL, MCP_TOKEN, TEST_TIMEOUT_MS, SESSION_ID } from './lib/common.mjs';
+import { TEST_TIMEOUT_MS, SESSION_ID, connectClient2 as connect2 } from './lib/common.mjs';
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 const PIN = { pin: '2026-07-28' };
-
-export async function connect2(mode, token = MCP_TOKEN, name = 'integration-modern') {
-  const transport = new StreamableHTTPClientTransport(new URL(MCP_URL), {
-    requestInit: { headers: { Authorization: `Bearer ${token}` } },
-  });
-  const client = new Client({ name, version: '1.0.0' }, { versionNegotiation: { mode } });
-  await client.connect(transport);
-  return client;
-}
 
 const py = (client, args, options = {}) =>
   client.callTool({ name: 'execute_python', arguments: args }, { timeout: TEST_TIMEOUT_MS, ...options });
