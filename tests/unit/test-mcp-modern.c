@@ -17,7 +17,7 @@
 #define V "2026-07-28"
 #define META                                                                                                           \
   "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"" V "\",\"io.modelcontextprotocol/"                        \
-                                                                "clientCapabilities\":{}}"
+  "clientCapabilities\":{}}"
 #define OTHER_TOKEN "other-token"
 
 static struct harness h;
