@@ -163,7 +163,8 @@ static int check_version(const struct http_request *req, const cJSON *meta, stru
     return fail(f, 400, HEADER_MISMATCH, "Header mismatch: the MCP-Protocol-Version header is required");
   if (check_meta(meta, f) < 0)
     return -1;
-  const char *v = get(meta, META_VERSION)->valuestring;
+  const cJSON *version = get(meta, META_VERSION);
+  const char *v = version != NULL ? version->valuestring : "";
   size_t n = 0;
   cleanup_free char *header = modern_header_value(req->protocol_version, &n);
   if (header == NULL || strlen(v) != n || strcmp(header, v) != 0)
@@ -192,7 +193,7 @@ static int check_mirror(const char *name, const char *raw, const char *body, boo
   return 0;
 }
 
-static const char *string_of(const cJSON *v) { return cJSON_IsString(v) ? v->valuestring : NULL; }
+static const char *string_of(const cJSON *v) { return v != NULL && cJSON_IsString(v) ? v->valuestring : NULL; }
 
 /* The `sandbox` argument (x-mcp-header "Sandbox"); a value of another
  * type without the header is left to the tool, which refuses it. */
