@@ -7,6 +7,10 @@
 
 #include "common/frame.h"
 
+/* How often the event function hears of a running call: progress is sent
+ * once a second, a modern client that went away is noticed within this. */
+#define CALL_TICK_MS 250
+
 /* Beyond the call's own timeout: the supervisor's grace and a sandbox start. */
 #define CALL_SLACK_MS 40000
 
@@ -114,14 +118,14 @@ static int exchange(const struct mcp_config *cfg, int fd, const char *json, int6
   struct frame_reader rd;
   frame_reader_init(&rd, FRAME_CHUNK * 16);
   int ret = -1;
-  int64_t started = now_ms(), next_tick = started + 1000;
+  int64_t started = now_ms(), next_tick = started + CALL_TICK_MS;
   for (;;) {
     struct frame f;
     int64_t until = ev != NULL && next_tick < deadline ? next_tick : deadline;
     r = frame_read(&rd, fd, until, &f);
     if (r == -ETIMEDOUT && until < deadline) {
       ev(opaque, CALL_TICK, NULL, (size_t)(now_ms() - started));
-      next_tick += 1000;
+      next_tick += CALL_TICK_MS;
       continue;
     }
     if (r == -ETIMEDOUT) {

@@ -51,7 +51,7 @@ struct call_result {
 };
 
 /* Called for each stdout ('O') or stderr ('E') chunk as it arrives, and
- * about once a second while the call runs ('T', len = elapsed ms). */
+ * four times a second while the call runs ('T', len = elapsed ms). */
 #define CALL_TICK 'T'
 typedef void (*call_event_fn)(void *opaque, int type, const char *data, size_t len);
 

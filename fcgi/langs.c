@@ -21,6 +21,12 @@ static const struct lang python = {
                    "directory /work persists between calls of the session: files and installed packages stay, "
                    "variables do not (each call is a fresh process). Returns stdout, stderr and the exit code; "
                    "isError is true when the code fails or times out. Files written to output/ come back.",
+    .modern_description =
+        "Run Python 3 code in an isolated sandbox (gVisor, no network). Without `sandbox`, a new sandbox is made "
+        "and its handle returned as structuredContent.sandbox; pass it as `sandbox` to run later calls in the same "
+        "/work, where files and installed packages stay (variables do not: each call is a fresh process). Returns "
+        "stdout, stderr and the exit code; isError is true when the code fails or times out. Files written to "
+        "output/ come back.",
     .code_doc = "Python 3 source code, run as __main__ in a fresh process. Print what you want to see; "
                 "write files to output/ to get them back.",
     .packages_doc = "Python packages (PEP 508 requirements such as requests or pandas>=2) to install into the "
@@ -39,6 +45,11 @@ static const struct lang javascript = {
     .description = "Run JavaScript (Node.js) in this session's isolated sandbox, beside execute_python: the "
                    "same persistent /work, limits and results. The code is an ES module: import, require "
                    "and top-level await work; an unhandled rejection fails the call.",
+    .modern_description =
+        "Run JavaScript (Node.js) in an isolated sandbox (gVisor, no network), beside execute_python: the same "
+        "handles, persistent /work, limits and results. Without `sandbox`, a new sandbox is made and its handle "
+        "returned as structuredContent.sandbox; pass it as `sandbox` to use that sandbox again. The code is an ES "
+        "module: import, require and top-level await work; an unhandled rejection fails the call.",
     .code_doc = "JavaScript source, run by Node.js as an ES module in a fresh process (require is "
                 "available too). console.log what you want to see; write files to output/ to get them "
                 "back.",

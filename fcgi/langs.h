@@ -13,12 +13,13 @@
 #include "common/settings.h"
 
 struct lang {
-  const char *name;  /* the executor's language: "python", "javascript" */
-  const char *tool;  /* the tool's name */
-  const char *title; /* the tool's title */
-  const char *description;
-  const char *code_doc;     /* the `code` argument */
-  const char *packages_doc; /* the `packages` argument */
+  const char *name;               /* the executor's language: "python", "javascript" */
+  const char *tool;               /* the tool's name */
+  const char *title;              /* the tool's title */
+  const char *description;        /* 2025: the session is the sandbox */
+  const char *modern_description; /* 2026-07-28: sandboxes as handles (the lifetime follows) */
+  const char *code_doc;           /* the `code` argument */
+  const char *packages_doc;       /* the `packages` argument */
   /* The session file that says what the session installed (in the
    * session folder, outside the workspace): every spec asked for so far
    * (Python), or the set of specs copied in last (JavaScript). */

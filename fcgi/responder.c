@@ -111,6 +111,17 @@ static void guard_watch(struct guard *g, int conn_fd) {
   pthread_mutex_unlock(&g->lock);
 }
 
+/* nginx closes the FastCGI connection when its client goes away (a
+ * modern client that closes its stream cancels the call). */
+static bool guard_peer_gone(void *opaque) {
+  struct guard *g = opaque;
+  pthread_mutex_lock(&g->lock);
+  struct pollfd p = {.fd = g->fd, .events = POLLRDHUP};
+  bool gone = g->fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  pthread_mutex_unlock(&g->lock);
+  return gone;
+}
+
 static void *watchdog(void *arg) {
   (void)arg;
   for (;;) {
@@ -155,7 +166,7 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
   const struct mcp_config *cfg = ctx->cfg;
   cleanup_buf struct buf body = {0};
   bool too_large = false;
-  struct http_sink sink = {fcgx_write, fcgx_flush, r->out, guard_set_deadline, g};
+  struct http_sink sink = {fcgx_write, fcgx_flush, r->out, guard_set_deadline, guard_peer_gone, g};
   /* Without a valid token (nginx names it) the body is not even read. */
   const char *token = FCGX_GetParam("MCP_TOKEN_ID", r->envp);
   const char *endpoint = FCGX_GetParam("MCP_ENDPOINT", r->envp);
@@ -174,6 +185,9 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
       .host = FCGX_GetParam("HTTP_HOST", r->envp),
       .session_id = FCGX_GetParam("HTTP_MCP_SESSION_ID", r->envp),
       .protocol_version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", r->envp),
+      .mcp_method = FCGX_GetParam("HTTP_MCP_METHOD", r->envp),
+      .mcp_name = FCGX_GetParam("HTTP_MCP_NAME", r->envp),
+      .param_sandbox = FCGX_GetParam("HTTP_MCP_PARAM_SANDBOX", r->envp),
       .token_id = FCGX_GetParam("MCP_TOKEN_ID", r->envp),
       .request_id = FCGX_GetParam("REQUEST_ID", r->envp),
       .endpoint = endpoint,

@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "fcgi/audit.h"
 #include "fcgi/files.h"
+#include "fcgi/handles.h"
 #include "fcgi/json_scan.h"
 #include "fcgi/stream.h"
 #include "sandbox/bundle.h"
@@ -54,7 +55,7 @@ static int parse_env(const cJSON *env, mcp_error_t *err) {
   return 0;
 }
 
-static const char *const arg_names[] = {"code", "packages", "env_variables", "timeout_seconds", "files"};
+static const char *const arg_names[] = {"code", "packages", "env_variables", "timeout_seconds", "files", "sandbox"};
 
 static int check_names(const cJSON *args, mcp_error_t *err) {
   const cJSON *it;
@@ -63,9 +64,11 @@ static int check_names(const cJSON *args, mcp_error_t *err) {
     for (size_t i = 0; i < ARRAY_SIZE(arg_names) && !known; i++)
       known = strcmp(it->string, arg_names[i]) == 0;
     if (!known)
-      return mcp_fail_public(err, MCP_ERR_INVALID,
-                             "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds, files",
-                             it->string);
+      return mcp_fail_public(
+          err, MCP_ERR_INVALID,
+          "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds, files, "
+          "sandbox",
+          it->string);
   }
   return 0;
 }
@@ -102,7 +105,10 @@ int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const
                            (unsigned long long)cfg->max_code);
   out->code = code->valuestring;
   const cJSON *env = given(args, "env_variables"), *to = given(args, "timeout_seconds");
-  const cJSON *files = given(args, "files"), *pk = given(args, "packages");
+  const cJSON *files = given(args, "files"), *pk = given(args, "packages"), *sb = given(args, "sandbox");
+  if (sb != NULL && !cJSON_IsString(sb))
+    return mcp_fail_public(err, MCP_ERR_INVALID, "sandbox must be a string: a handle an earlier call returned");
+  out->sandbox = sb != NULL ? sb->valuestring : NULL;
   if ((env != NULL && parse_env(env, err) < 0) || (to != NULL && parse_timeout(cfg, to, &out->timeout_s, err) < 0) ||
       (files != NULL && files_validate(cfg, files, err) < 0) || (pk != NULL && lang->packages_validate(pk, err) < 0))
     return -1;
@@ -286,6 +292,84 @@ static void account(struct rpc_call *c, const struct code_args *pa, const struct
   audit_call(c, &e);
 }
 
+/* The call's answer: the sandbox named in it (modern), then sent. */
+static int finish(struct rpc_call *c, struct call_stream *cs, bool cancelled) {
+  handles_note(c);
+  return call_stream_finish(cs, cancelled);
+}
+
+static int execute(struct rpc_call *c, const struct lang *lang, const struct code_args *ca, int64_t started) {
+  /* The responder may spend this long on the call; past it, a client that
+   * has not taken its answer is cut off (responder.c's watchdog). */
+  const struct mcp_config *cfg = c->ctx->cfg;
+  mcp_error_t err = NULL;
+  int64_t budget_s = (int64_t)cfg->busy_wait + ca->timeout_s + cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S +
+                     (ca->packages != NULL ? cfg->package_timeout : 0);
+  http_set_deadline(c->sink, now_ms() + budget_s * 1000);
+  struct call_stream cs;
+  call_stream_init(&cs, c, ca->timeout_s);
+  char rpc_id[300], key[33] = "", dir[24] = "";
+  rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
+  if (ca->packages != NULL && lang->packages_key != NULL && lang->packages_key(ca->packages, key) < 0)
+    key[0] = '\0';
+  struct call_result res;
+  /* A session whose workspace lost what it installed (its code removed
+   * it) is told so by the executor: then the packages are resolved, and
+   * the call (whose code did not run) is made again, once. */
+  for (int attempt = 0;; attempt++) {
+    if (ca->packages != NULL && fetch_packages(c, ca, dir) < 0) {
+      account(c, ca, NULL, OUTCOME_REFUSED, started);
+      return finish(c, &cs, false);
+    }
+    struct call_request req = {.code = ca->code,
+                               .env = ca->env,
+                               .files = ca->files,
+                               .packages = lang->packages_in_request ? ca->packages : NULL,
+                               .language = lang->name,
+                               .npm_stage = key[0] ? key : NULL,
+                               .package_dir = dir[0] ? dir : NULL,
+                               .rpc_id = rpc_id,
+                               .token = c->http->token_id,
+                               .timeout_s = ca->timeout_s};
+    int r = sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err);
+    call_folder_remove(c->session, dir);
+    if (r < 0) {
+      c->result = tool_error_result(mcp_error_public(err));
+      bool busy = err->kind == MCP_ERR_BUSY || err->kind == MCP_ERR_CAPACITY;
+      if (!busy)
+        mcp_error_log_release(&err, "tools/call");
+      mcp_error_release(&err);
+      account(c, ca, NULL, busy ? OUTCOME_BUSY : OUTCOME_SANDBOX, started);
+      call_result_free(&res);
+      return finish(c, &cs, false);
+    }
+    if (!res.packages_missing || dir[0] != '\0' || attempt > 0)
+      break;
+    forget_packages(c->session, lang);
+    call_result_free(&res);
+  }
+  res.timeout_s = ca->timeout_s;
+  if (ca->packages != NULL && !res.install_error && !res.input_error && !res.sandbox_lost)
+    remember_packages(c->session, lang, ca->packages);
+  c->result = call_tool_result(c->ctx->cfg, &res);
+  bool cancelled = res.cancelled;
+  if (c->result == NULL)
+    rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+  else
+    res.files_bytes = results_add_outputs(c);
+  account(c, ca, &res, result_outcome(&res), started);
+  call_result_free(&res);
+  return finish(c, &cs, cancelled);
+}
+
+/* The sandbox of the call: a handle's, a new one (modern), or the
+ * session's own (2025). */
+static int bind_sandbox(struct rpc_call *c, const struct code_args *ca, struct session *s) {
+  if (c->modern)
+    return handles_bind(c, ca->sandbox, s);
+  return handles_check_own(c, ca->sandbox);
+}
+
 static int run_code(struct rpc_call *c, const struct lang *lang, const cJSON *args) {
   int64_t started = now_ms();
   struct code_args ca;
@@ -299,66 +383,15 @@ static int run_code(struct rpc_call *c, const struct lang *lang, const cJSON *ar
     account(c, &none, NULL, OUTCOME_REFUSED, started);
     return 0;
   }
-  /* The responder may spend this long on the call; past it, a client that
-   * has not taken its answer is cut off (responder.c's watchdog). */
-  const struct mcp_config *cfg = c->ctx->cfg;
-  int64_t budget_s = (int64_t)cfg->busy_wait + ca.timeout_s + cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S +
-                     (ca.packages != NULL ? cfg->package_timeout : 0);
-  http_set_deadline(c->sink, now_ms() + budget_s * 1000);
-  struct call_stream cs;
-  call_stream_init(&cs, c, ca.timeout_s);
-  char rpc_id[300], key[33] = "", dir[24] = "";
-  rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
-  if (ca.packages != NULL && lang->packages_key != NULL && lang->packages_key(ca.packages, key) < 0)
-    key[0] = '\0';
-  struct call_result res;
-  /* A session whose workspace lost what it installed (its code removed
-   * it) is told so by the executor: then the packages are resolved, and
-   * the call (whose code did not run) is made again, once. */
-  for (int attempt = 0;; attempt++) {
-    if (ca.packages != NULL && fetch_packages(c, &ca, dir) < 0) {
-      account(c, &ca, NULL, OUTCOME_REFUSED, started);
-      return call_stream_finish(&cs, false);
-    }
-    struct call_request req = {.code = ca.code,
-                               .env = ca.env,
-                               .files = ca.files,
-                               .packages = lang->packages_in_request ? ca.packages : NULL,
-                               .language = lang->name,
-                               .npm_stage = key[0] ? key : NULL,
-                               .package_dir = dir[0] ? dir : NULL,
-                               .rpc_id = rpc_id,
-                               .token = c->http->token_id,
-                               .timeout_s = ca.timeout_s};
-    int r = sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err);
-    call_folder_remove(c->session, dir);
-    if (r < 0) {
-      c->result = tool_error_result(mcp_error_public(err));
-      bool busy = err->kind == MCP_ERR_BUSY || err->kind == MCP_ERR_CAPACITY;
-      if (!busy)
-        mcp_error_log_release(&err, "tools/call");
-      mcp_error_release(&err);
-      account(c, &ca, NULL, busy ? OUTCOME_BUSY : OUTCOME_SANDBOX, started);
-      call_result_free(&res);
-      return call_stream_finish(&cs, false);
-    }
-    if (!res.packages_missing || dir[0] != '\0' || attempt > 0)
-      break;
-    forget_packages(c->session, lang);
-    call_result_free(&res);
+  struct session s;
+  if (bind_sandbox(c, &ca, &s) < 0) {
+    account(c, &ca, NULL, OUTCOME_REFUSED, started);
+    return 0;
   }
-  res.timeout_s = ca.timeout_s;
-  if (ca.packages != NULL && !res.install_error && !res.input_error && !res.sandbox_lost)
-    remember_packages(c->session, lang, ca.packages);
-  c->result = call_tool_result(c->ctx->cfg, &res);
-  bool cancelled = res.cancelled;
-  if (c->result == NULL)
-    rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
-  else
-    res.files_bytes = results_add_outputs(c);
-  account(c, &ca, &res, result_outcome(&res), started);
-  call_result_free(&res);
-  return call_stream_finish(&cs, cancelled);
+  int r = execute(c, lang, &ca, started);
+  if (c->modern)
+    handles_release(c);
+  return r;
 }
 
 int tools_call(struct rpc_call *c) {
@@ -371,6 +404,8 @@ int tools_call(struct rpc_call *c) {
   const struct lang *lang = lang_by_tool(name->valuestring);
   if (lang != NULL && lang->available(c->ctx->cfg))
     return run_code(c, lang, args);
+  if (c->modern && strcmp(name->valuestring, CLOSE_SANDBOX) == 0)
+    return handles_close(c, args);
   return rpc_fail(c, RPC_INVALID_PARAMS, "Unknown tool: %.100s", name->valuestring);
 }
 

@@ -17,7 +17,7 @@ import { execFileSync } from 'node:child_process';
 import tls from 'node:tls';
 import http from 'node:http';
 import net from 'node:net';
-import { MCP_URL, MCP_TOKEN, CA_PEM, PROTOCOL_VERSION, TEST_TIMEOUT_MS, randomToken, SESSION_ID } from './lib/common.mjs';
+import { MCP_URL, MCP_TOKEN, CA_PEM, PROTOCOL_VERSION, TEST_TIMEOUT_MS, randomToken, SESSION_ID, connectClient2 } from './lib/common.mjs';
 import { RawSession, request, resultText, show } from './lib/rpc.mjs';
 import {
   STATE_DIR,
@@ -183,6 +183,34 @@ test('calls on different sessions run in parallel', opts, async () => {
 });
 
 // ---- ownership -------------------------------------------------------------
+
+test('2026-07-28: a sandbox handle belongs to the token that made it (call, resources/read, close_sandbox refused)', opts, async () => {
+  const [, other] = otherToken(MCP_TOKEN);
+  const mine = await connectClient2({ pin: '2026-07-28' });
+  const theirs = await connectClient2({ pin: '2026-07-28' }, other, 'faults-thief');
+  try {
+    const secret = randomToken();
+    const made = await mine.callTool({ name: 'execute_python', arguments: { code: `open("s.txt", "w").write("${secret}")` } });
+    const handle = made.structuredContent.sandbox;
+    const call = await theirs.callTool({
+      name: 'execute_python',
+      arguments: { code: 'print(open("s.txt").read())', sandbox: handle },
+    });
+    assert.equal(call.isError, true, 'a call with another token\'s handle is refused');
+    assert.match(call.content[0].text, /Omit `sandbox` to start a new one/);
+    await assert.rejects(theirs.readResource({ uri: `sandbox://${handle}/s.txt` }), /not found/i);
+    const close = await theirs.callTool({ name: 'close_sandbox', arguments: { sandbox: handle } });
+    assert.equal(close.isError, true, 'close_sandbox with another token is refused');
+    for (const r of [call, close]) assert.ok(!JSON.stringify(r).includes(secret), 'nothing leaks');
+    const still = await mine.callTool({ name: 'execute_python', arguments: { code: 'print(open("s.txt").read())', sandbox: handle } });
+    assert.equal(still.structuredContent.stdout, `${secret}\n`, 'the owner still has the sandbox and its file');
+    await mine.callTool({ name: 'close_sandbox', arguments: { sandbox: handle } });
+  } finally {
+    await mine.close();
+    await theirs.close();
+  }
+});
+
 
 test('a session belongs to the token that created it: another valid token gets 404 and changes nothing', opts, async () => {
   const [otherName, other] = otherToken(MCP_TOKEN);
