@@ -119,8 +119,7 @@ int egress_entry_parse(const char *text, size_t len, struct egress_entry *out, m
   memset(out, 0, sizeof(*out));
   size_t hl;
   if (len == 0 || len > EGRESS_HOST_MAX + 8 || split_port(text, len, &hl, &out->port) < 0 || hl == 0)
-    return mcp_fail_public(err, MCP_ERR_INVALID, "`%.*s` is not a host[:port] entry", (int)(len > 80 ? 80 : len),
-                           text);
+    return mcp_fail_public(err, MCP_ERR_INVALID, "`%.*s` is not a host[:port] entry", (int)(len > 80 ? 80 : len), text);
   bool bracket = text[0] == '[';
   out->wildcard = hl > 2 && text[0] == '*' && text[1] == '.';
   normalize(text + (out->wildcard ? 2 : 0), hl - (out->wildcard ? 2 : 0), out->host);
@@ -129,8 +128,7 @@ int egress_entry_parse(const char *text, size_t len, struct egress_entry *out, m
   out->ip = fam != 0;
   bool ok = out->ip ? !out->wildcard && (bracket == (fam == AF_INET6)) : !bracket && name_valid(out->host);
   if (!ok)
-    return mcp_fail_public(err, MCP_ERR_INVALID, "`%.*s` is not a host name, *.suffix or IP literal", (int)hl,
-                           text);
+    return mcp_fail_public(err, MCP_ERR_INVALID, "`%.*s` is not a host name, *.suffix or IP literal", (int)hl, text);
   return 0;
 }
 

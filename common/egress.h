@@ -28,7 +28,7 @@
 struct egress_entry {
   char host[EGRESS_HOST_MAX + 1]; /* lower case; a wildcard's suffix without "*." */
   bool wildcard;
-  bool ip; /* an IP literal (brackets removed) */
+  bool ip;  /* an IP literal (brackets removed) */
   int port; /* 0: 80 and 443 */
 };
 

@@ -288,14 +288,18 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
   for (int i = 0; i < EGRESS_VERDICT_N; i++)
     line(b, "mcp_egress_connections_total{verdict=\"%s\"} %llu\n", egress_names[i],
          (unsigned long long)get(&shm->egress_connections[i]));
-  line(b, "# HELP mcp_egress_bytes_total Bytes of egress connections, by direction.\n"
-          "# TYPE mcp_egress_bytes_total counter\nmcp_egress_bytes_total{direction=\"out\"} %llu\n"
-          "mcp_egress_bytes_total{direction=\"in\"} %llu\n",
+  line(b,
+       "# HELP mcp_egress_bytes_total Bytes of egress connections, by direction.\n"
+       "# TYPE mcp_egress_bytes_total counter\nmcp_egress_bytes_total{direction=\"out\"} %llu\n"
+       "mcp_egress_bytes_total{direction=\"in\"} %llu\n",
        (unsigned long long)get(&shm->egress_bytes_out), (unsigned long long)get(&shm->egress_bytes_in));
   line(b,
        "# HELP mcp_state_disk_free_bytes Free space on the state folder's file system.\n"
        "# TYPE mcp_state_disk_free_bytes gauge\nmcp_state_disk_free_bytes %lld\n",
        (long long)metrics_disk_free(cfg));
+  counter(b, "mcp_fastcgi_peers_refused_total",
+          "FastCGI connections dropped unanswered: the peer is neither root nor a user that may connect.",
+          &shm->peers_refused);
   line(b, "# HELP mcp_requests_rejected_total Requests refused, by reason.\n"
           "# TYPE mcp_requests_rejected_total counter\n");
   for (int i = 0; i < REJECT_N; i++)

@@ -86,6 +86,7 @@ struct metrics {
   _Atomic uint64_t egress_connections[EGRESS_VERDICT_N];
   _Atomic uint64_t egress_bytes_out;
   _Atomic uint64_t egress_bytes_in;
+  _Atomic uint64_t peers_refused;     /* FastCGI connections from a peer that may not talk to us */
   _Atomic int64_t last_start_ok_ms;   /* wall clock of the latest sandbox start that worked */
   _Atomic int64_t last_start_fail_ms; /* ... and of the latest that failed */
   _Atomic uint32_t token_lock;

@@ -150,8 +150,12 @@ static int empty_files(int dfd, char sub[NAME_MAX + 1]) {
 }
 
 /* Open the folder `name` below dfd to descend into it, restoring its
- * permissions first (as the owner of the tree we may).  -EXDEV for a
- * mount point. */
+ * permissions (as the owner of the tree we may).  -EXDEV for a mount
+ * point.  The mode is changed through the opened descriptor: a folder
+ * swapped for a link after the check is never followed (root removes trees
+ * that unprivileged users can write).  Only a caller that cannot open the
+ * folder at all (not root, mode 0) changes it by name first, without
+ * following a link, which can only touch the caller's own files. */
 static int open_sub(int dfd, const char *name, const struct stat *top, struct stat *st) {
   if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
     return -errno;
@@ -159,10 +163,25 @@ static int open_sub(int dfd, const char *name, const struct stat *top, struct st
     return -ENOTDIR;
   if (st->st_dev != top->st_dev)
     return -EXDEV;
-  if (fchmodat(dfd, name, 0700, 0) < 0 && errno != EPERM)
-    return -errno;
   int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  return fd < 0 ? -errno : fd;
+  if (fd < 0 && errno == EACCES) {
+    if (fchmodat(dfd, name, 0700, AT_SYMLINK_NOFOLLOW) < 0)
+      return -errno;
+    fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
+  if (fd < 0)
+    return -errno;
+  struct stat now;
+  if (fstat(fd, &now) < 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
+    close(fd);
+    return -ESTALE; /* swapped after the check */
+  }
+  if (fchmod(fd, 0700) < 0 && errno != EPERM) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  return fd;
 }
 
 /* Back to the parent of cur, which must be levels[depth - 1]'s parent. */

@@ -48,10 +48,10 @@ static int n_own_ports;
 
 /* Ranges no sandbox may reach unless the operator lists them. */
 static const char *const denied_text[] = {
-    "0.0.0.0/8",     "10.0.0.0/8",      "100.64.0.0/10",   "127.0.0.0/8",  "169.254.0.0/16", "172.16.0.0/12",
-    "192.0.0.0/24",  "192.0.2.0/24",    "192.88.99.0/24",  "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24",
-    "203.0.113.0/24", "224.0.0.0/3",    "::/127",          "64:ff9b::/96",   "100::/64",
-    "2001::/23",     "2001:db8::/32",   "fc00::/7",        "fe80::/10",    "fec0::/10",      "ff00::/8",
+    "0.0.0.0/8",      "10.0.0.0/8",   "100.64.0.0/10",  "127.0.0.0/8",    "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24",   "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",  "198.51.100.0/24",
+    "203.0.113.0/24", "224.0.0.0/3",  "::/127",         "64:ff9b::/96",   "100::/64",       "2001::/23",
+    "2001:db8::/32",  "fc00::/7",     "fe80::/10",      "fec0::/10",      "ff00::/8",
 };
 static struct net denied[sizeof(denied_text) / sizeof(denied_text[0])];
 
@@ -201,9 +201,9 @@ int listen(int fd, int backlog) {
   socklen_t sl = sizeof(ss);
   unsigned char addr[16];
   int port = 0;
-  if (r == 0 && fd >= 0 && fd < FDS_TRACKED && ephemeral_fd[fd] &&
-      getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 && inet_of((struct sockaddr *)&ss, sl, addr, &port) != 0 &&
-      !own_port(port) && n_own_ports < (int)(sizeof(own_ports) / sizeof(own_ports[0])))
+  if (r == 0 && fd >= 0 && fd < FDS_TRACKED && ephemeral_fd[fd] && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 &&
+      inet_of((struct sockaddr *)&ss, sl, addr, &port) != 0 && !own_port(port) &&
+      n_own_ports < (int)(sizeof(own_ports) / sizeof(own_ports[0])))
     own_ports[n_own_ports++] = port;
   return r;
 }

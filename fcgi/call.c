@@ -10,6 +10,10 @@
 #include "common/frame.h"
 #include "common/proc.h"
 
+/* How often the event function hears of a running call: progress is sent
+ * once a second, a modern client that went away is noticed within this. */
+#define CALL_TICK_MS 250
+
 /* Beyond the call's own timeout: the supervisor's grace and a sandbox start. */
 #define CALL_SLACK_MS 40000
 
@@ -60,6 +64,8 @@ char *call_request_json(const struct mcp_config *cfg, const struct call_request 
     cJSON_AddStringToObject(o, "language", req->language);
   if (req->npm_stage != NULL)
     cJSON_AddStringToObject(o, "npm_stage", req->npm_stage);
+  if (req->package_dir != NULL)
+    cJSON_AddStringToObject(o, "package_dir", req->package_dir);
   cJSON_AddStringToObject(o, "node", cfg->node);
   if (req->language != NULL && strcmp(req->language, "javascript") == 0 && node_takes_wasm_flag(cfg))
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "node_flags"), cJSON_CreateString("--disable-wasm-trap-handler"));
@@ -106,6 +112,7 @@ int call_result_parse(const char *json, size_t len, struct call_result *res) {
   res->workspace_full = get_bool(o, "workspace_full");
   res->input_error = get_bool(o, "input_error");
   res->install_error = get_bool(o, "install_error");
+  res->packages_missing = get_bool(o, "packages_missing");
   res->sandbox_lost = get_bool(o, "sandbox_lost");
   res->memory_exceeded = get_bool(o, "memory_exceeded");
   res->truncated = res->truncated || get_bool(o, "truncated");
@@ -146,14 +153,14 @@ static int exchange(const struct mcp_config *cfg, int fd, const char *json, int6
   struct frame_reader rd;
   frame_reader_init(&rd, FRAME_CHUNK * 16);
   int ret = -1;
-  int64_t started = now_ms(), next_tick = started + 1000;
+  int64_t started = now_ms(), next_tick = started + CALL_TICK_MS;
   for (;;) {
     struct frame f;
     int64_t until = ev != NULL && next_tick < deadline ? next_tick : deadline;
     r = frame_read(&rd, fd, until, &f);
     if (r == -ETIMEDOUT && until < deadline) {
       ev(opaque, CALL_TICK, NULL, (size_t)(now_ms() - started));
-      next_tick += 1000;
+      next_tick += CALL_TICK_MS;
       continue;
     }
     if (r == -ETIMEDOUT) {

@@ -18,13 +18,14 @@
 
 struct call_request {
   const char *code;
-  const cJSON *env;      /* object of strings, already validated; may be NULL */
-  const cJSON *files;    /* [{path, text|base64}], already validated; may be NULL */
-  const cJSON *packages; /* requirement strings, validated and downloaded; may be NULL */
-  const char *rpc_id;    /* the JSON-RPC id (as JSON text): notifications/cancelled names it */
-  const char *token;     /* the token's name: its share of the execution slots */
-  const char *language;  /* "python" (NULL) or "javascript" */
-  const char *npm_stage; /* javascript: the installed npm tree to copy in, or NULL */
+  const cJSON *env;                 /* object of strings, already validated; may be NULL */
+  const cJSON *files;               /* [{path, text|base64}], already validated; may be NULL */
+  const cJSON *packages;            /* requirement strings, validated and downloaded; may be NULL */
+  const char *rpc_id;               /* the JSON-RPC id (as JSON text): notifications/cancelled names it */
+  const char *token;                /* the token's name: its share of the execution slots */
+  const char *language;             /* "python" (NULL) or "javascript" */
+  const char *npm_stage;            /* javascript: the name of the set of specs (npm_set_key), or NULL */
+  const char *package_dir;          /* what the host resolved for this call: /opt/mcp/packages/<this>, or NULL */
   const struct egress_plan *egress; /* the call's network by policy (fcgi/egress.h), or NULL */
   int timeout_s;
 };
@@ -36,14 +37,15 @@ struct call_result {
   bool timed_out;
   bool cancelled;
   bool truncated;
-  bool memory_error;    /* the code raised MemoryError */
-  bool cpu_exceeded;    /* killed by the CPU time limit */
-  bool workspace_full;  /* /work had no room left when the call ended */
-  bool input_error;     /* the input files could not be written: the code did not run */
-  bool install_error;   /* the packages could not be installed: the code did not run */
-  bool sandbox_lost;    /* the sandbox stopped during the call */
-  bool memory_exceeded; /* ... because the sandbox's memory backstop was hit */
-  bool egress_limited;  /* an egress limit ended or refused a connection ... */
+  bool memory_error;     /* the code raised MemoryError */
+  bool cpu_exceeded;     /* killed by the CPU time limit */
+  bool workspace_full;   /* /work had no room left when the call ended */
+  bool input_error;      /* the input files could not be written: the code did not run */
+  bool install_error;    /* the packages could not be installed: the code did not run */
+  bool packages_missing; /* ... because the session no longer had them (none were fetched) */
+  bool sandbox_lost;     /* the sandbox stopped during the call */
+  bool memory_exceeded;  /* ... because the sandbox's memory backstop was hit */
+  bool egress_limited;   /* an egress limit ended or refused a connection ... */
   char egress_limit[32]; /* ... this one (bytes_out, bytes_in, connections, connection_time) */
   int64_t duration_ms;
   int64_t cpu_ms;
@@ -53,7 +55,7 @@ struct call_result {
 };
 
 /* Called for each stdout ('O') or stderr ('E') chunk as it arrives, and
- * about once a second while the call runs ('T', len = elapsed ms). */
+ * four times a second while the call runs ('T', len = elapsed ms). */
 #define CALL_TICK 'T'
 typedef void (*call_event_fn)(void *opaque, int type, const char *data, size_t len);
 

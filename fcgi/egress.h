@@ -16,9 +16,9 @@
 #include "common/settings.h"
 
 struct egress_plan {
-  bool on;                            /* the call has egress: the relay and the proxy settings exist */
-  char allow[EGRESS_LIST_MAX + 1];    /* the token's (or the deployment's) list */
-  char narrow[EGRESS_LIST_MAX + 1];   /* the call's own list, when narrowed */
+  bool on;                          /* the call has egress: the relay and the proxy settings exist */
+  char allow[EGRESS_LIST_MAX + 1];  /* the token's (or the deployment's) list */
+  char narrow[EGRESS_LIST_MAX + 1]; /* the call's own list, when narrowed */
   bool narrowed;
   bool ca; /* a host with a credential is reachable: the call trusts the deployment's CA */
 };

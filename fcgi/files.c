@@ -86,12 +86,12 @@ int files_validate(const struct mcp_config *cfg, const cJSON *files, mcp_error_t
   return 0;
 }
 
-/* "file:///work/output/<path>" with each byte outside the unreserved set
- * and '/' percent-encoded. */
-char *files_uri(const char *dir, const char *path) {
+/* "<base>output/<path>" with each byte outside the unreserved set and '/'
+ * percent-encoded. */
+char *files_uri(const char *base, const char *dir, const char *path) {
   struct buf b = {0};
   static const char hex[] = "0123456789ABCDEF";
-  const char *prefix = "file:///work/";
+  const char *prefix = base != NULL ? base : FILES_URI_BASE;
   buf_append(&b, prefix, strlen(prefix));
   if (dir != NULL) {
     buf_append(&b, dir, strlen(dir));
@@ -113,8 +113,8 @@ void files_add_path(cJSON *o, const char *key, const char *path) {
   cJSON_AddStringToObject(o, key, name ? name : "");
 }
 
-static void add_file_block(cJSON *content, const struct out_file *f) {
-  cleanup_free char *uri = files_uri(OUTPUTS_DIR, f->path);
+static void add_file_block(cJSON *content, const struct out_file *f, const char *base) {
+  cleanup_free char *uri = files_uri(base, OUTPUTS_DIR, f->path);
   cJSON *blk = cJSON_CreateObject();
   if (!f->inlined) {
     cJSON_AddStringToObject(blk, "type", "resource_link");
@@ -146,7 +146,7 @@ static void add_file_block(cJSON *content, const struct out_file *f) {
   cJSON_AddItemToArray(content, blk);
 }
 
-void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *out) {
+void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *out, const char *base) {
   cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
   cJSON *list = cJSON_AddArrayToObject(structured, "files");
   cJSON *skipped = cJSON_AddArrayToObject(structured, "skipped_files");
@@ -192,5 +192,5 @@ void files_add_outputs(cJSON *result, cJSON *structured, const struct out_list *
   files_add_path(t, "text", text.data);
   cJSON_AddItemToArray(content, t);
   for (size_t i = 0; i < out->n; i++)
-    add_file_block(content, &out->files[i]);
+    add_file_block(content, &out->files[i], base);
 }

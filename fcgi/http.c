@@ -187,3 +187,5 @@ void http_set_deadline(struct http_sink *sink, int64_t deadline_ms) {
   if (sink->set_deadline != NULL)
     sink->set_deadline(sink->guard, deadline_ms);
 }
+
+bool http_peer_gone(struct http_sink *sink) { return sink->peer_gone != NULL && sink->peer_gone(sink->guard); }

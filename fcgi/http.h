@@ -18,9 +18,14 @@ struct http_request {
   const char *host;             /* HTTP_HOST */
   const char *session_id;       /* HTTP_MCP_SESSION_ID */
   const char *protocol_version; /* HTTP_MCP_PROTOCOL_VERSION */
-  const char *token_id;         /* MCP_TOKEN_ID: the name of the bearer token nginx accepted */
-  const char *request_id;       /* nginx's $request_id, for logs */
-  const char *endpoint;         /* MCP_ENDPOINT: "metrics" or "healthz" from their nginx locations */
+  /* 2026-07-28: the method, the name (tool, resource URI) and the
+   * `sandbox` argument mirrored from the body (modern.c checks them). */
+  const char *mcp_method;    /* HTTP_MCP_METHOD */
+  const char *mcp_name;      /* HTTP_MCP_NAME */
+  const char *param_sandbox; /* HTTP_MCP_PARAM_SANDBOX */
+  const char *token_id;      /* MCP_TOKEN_ID: the name of the bearer token nginx accepted */
+  const char *request_id;    /* nginx's $request_id, for logs */
+  const char *endpoint;      /* MCP_ENDPOINT: "metrics" or "healthz" from their nginx locations */
   const char *body;
   size_t body_len;
   bool body_too_large; /* more than max_body bytes were sent */
@@ -35,10 +40,14 @@ struct http_sink {
   int (*flush)(void *opaque);
   void *opaque;
   void (*set_deadline)(void *guard, int64_t deadline_ms); /* may be NULL */
+  /* Has the client gone away (nginx closed its connection)?  May be NULL. */
+  bool (*peer_gone)(void *guard);
   void *guard;
 };
 /* Give this response until deadline_ms (now_ms() based) to be written. */
 void http_set_deadline(struct http_sink *sink, int64_t deadline_ms);
+/* True when the connection the response goes to was closed by the peer. */
+bool http_peer_gone(struct http_sink *sink);
 
 /* Does the Accept header admit `type` ("application/json")?  A missing
  * header admits nothing; q=0 excludes; wildcards match. */

@@ -4,14 +4,28 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
 
+/* One level of the path to the current value: a key, or an index. */
+struct segment {
+  const unsigned char *key; /* NULL: an array element */
+  size_t len;               /* the key's length, or the index */
+};
+#define PATH_SEGMENTS 64
+
 struct scanner {
   const unsigned char *p, *end;
   int depth, max_depth;
+  size_t values, max_values;
+  /* json_locate_nul() only (site != NULL): where the first \u0000 is, and
+   * the top-level id. */
+  struct json_nul_site *site;
+  bool in_key, found, id_seen;
+  struct segment path[PATH_SEGMENTS];
 };
 
 static void skip_ws(struct scanner *s) {
@@ -70,6 +84,63 @@ static int hex4(const unsigned char *p, unsigned *out) {
   return 0;
 }
 
+/* Append text to the path being built; false once it is full (an ellipsis
+ * then ends it). */
+static bool path_put(char *out, size_t *n, const char *text, size_t len) {
+  static const char ellipsis[] = "\xE2\x80\xA6";
+  if (*n + len + sizeof(ellipsis) > JSON_PATH_MAX) {
+    memcpy(out + *n, ellipsis, sizeof(ellipsis)); /* with its NUL */
+    *n += sizeof(ellipsis) - 1;
+    return false;
+  }
+  memcpy(out + *n, text, len);
+  *n += len;
+  out[*n] = '\0';
+  return true;
+}
+
+/* A key as it appears in a path: plain printable ASCII, at most 64 bytes;
+ * anything else ends it with an ellipsis. */
+static bool path_key(char *out, size_t *n, const unsigned char *key, size_t len) {
+  size_t plain = 0;
+  while (plain < len && plain < 64 && key[plain] >= 0x20 && key[plain] < 0x7F && key[plain] != '\\' &&
+         key[plain] != '"')
+    plain++;
+  if (!path_put(out, n, (const char *)key, plain))
+    return false;
+  return plain == len || path_put(out, n, "\xE2\x80\xA6", 3);
+}
+
+/* The first \u0000: its path is that of the current value, or, in a key,
+ * that of the object holding it. */
+static void note_nul(struct scanner *s) {
+  if (s->found)
+    return;
+  s->found = true;
+  s->site->in_key = s->in_key;
+  char *out = s->site->path;
+  size_t n = 0;
+  out[0] = '\0';
+  int levels = s->in_key ? s->depth - 1 : s->depth;
+  for (int i = 0; i < levels; i++) {
+    if (i >= PATH_SEGMENTS) {
+      path_put(out, &n, "\xE2\x80\xA6", 3);
+      return;
+    }
+    const struct segment *seg = &s->path[i];
+    bool more;
+    if (seg->key != NULL) {
+      more = (i == 0 || path_put(out, &n, ".", 1)) && path_key(out, &n, seg->key, seg->len);
+    } else {
+      char index[32];
+      int k = snprintf(index, sizeof(index), "[%zu]", seg->len);
+      more = path_put(out, &n, index, (size_t)k);
+    }
+    if (!more)
+      return;
+  }
+}
+
 static int scan_string(struct scanner *s) {
   s->p++; /* opening quote */
   while (s->p < s->end) {
@@ -103,8 +174,12 @@ static int scan_string(struct scanner *s) {
     if (hex4(s->p + 2, &u) < 0)
       return JSON_ERR_SYNTAX;
     s->p += 6;
-    if (u == 0)
-      return JSON_ERR_NUL;
+    if (u == 0) {
+      if (s->site == NULL)
+        return JSON_ERR_NUL;
+      note_nul(s);
+      continue;
+    }
     if (u >= 0xDC00 && u <= 0xDFFF)
       return JSON_ERR_UTF8; /* lone low surrogate */
     if (u >= 0xD800 && u <= 0xDBFF) {
@@ -174,22 +249,43 @@ static int scan_container(struct scanner *s, unsigned char close) {
     s->depth--;
     return JSON_OK;
   }
-  for (;;) {
+  struct segment *seg = s->site != NULL && s->depth <= PATH_SEGMENTS ? &s->path[s->depth - 1] : NULL;
+  for (size_t index = 0;; index++) {
     skip_ws(s);
+    bool is_id = false;
     if (close == '}') {
       if (s->p >= s->end || *s->p != '"')
         return JSON_ERR_SYNTAX;
+      const unsigned char *key = s->p + 1;
+      s->in_key = true;
       int r = scan_string(s);
+      s->in_key = false;
       if (r < 0)
         return r;
+      if (seg != NULL) {
+        seg->key = key;
+        seg->len = (size_t)(s->p - 1 - key);
+        is_id = s->depth == 1 && seg->len == 2 && memcmp(key, "id", 2) == 0;
+      }
       skip_ws(s);
       if (s->p >= s->end || *s->p != ':')
         return JSON_ERR_SYNTAX;
       s->p++;
+    } else if (seg != NULL) {
+      seg->key = NULL;
+      seg->len = index;
     }
+    skip_ws(s);
+    const unsigned char *start = s->p;
     int r = scan_value(s);
     if (r < 0)
       return r;
+    if (is_id) {
+      /* A second id makes the message ambiguous: then there is none. */
+      s->site->id = s->id_seen ? NULL : (const char *)start;
+      s->site->id_len = s->id_seen ? 0 : (size_t)(s->p - start);
+      s->id_seen = true;
+    }
     skip_ws(s);
     if (s->p >= s->end)
       return JSON_ERR_SYNTAX;
@@ -210,6 +306,8 @@ static int scan_value(struct scanner *s) {
   skip_ws(s);
   if (s->p >= s->end)
     return JSON_ERR_SYNTAX;
+  if (++s->values > s->max_values)
+    return JSON_ERR_VALUES;
   switch (*s->p) {
   case '{':
     return scan_container(s, '}');
@@ -228,16 +326,40 @@ static int scan_value(struct scanner *s) {
   }
 }
 
-int json_scan(const char *str, size_t len, int max_depth, size_t *offset) {
-  struct scanner s = {(const unsigned char *)str, (const unsigned char *)str + len, 0, max_depth};
-  int r = scan_value(&s);
+static int scan_document(struct scanner *s) {
+  int r = scan_value(s);
   if (r == JSON_OK) {
-    skip_ws(&s);
-    if (s.p != s.end)
-      r = s.p < s.end && *s.p == 0 ? JSON_ERR_NUL : JSON_ERR_SYNTAX;
+    skip_ws(s);
+    if (s->p != s->end)
+      r = s->p < s->end && *s->p == 0 ? JSON_ERR_NUL : JSON_ERR_SYNTAX;
   }
+  return r;
+}
+
+int json_scan(const char *str, size_t len, int max_depth, size_t max_values, size_t *offset) {
+  struct scanner s = {.p = (const unsigned char *)str,
+                      .end = (const unsigned char *)str + len,
+                      .max_depth = max_depth,
+                      .max_values = max_values};
+  int r = scan_document(&s);
   if (offset != NULL)
     *offset = (size_t)(s.p - (const unsigned char *)str);
+  return r;
+}
+
+int json_locate_nul(const char *str, size_t len, int max_depth, size_t max_values, struct json_nul_site *site) {
+  site->path[0] = '\0';
+  site->in_key = false;
+  site->id = NULL;
+  site->id_len = 0;
+  struct scanner s = {.p = (const unsigned char *)str,
+                      .end = (const unsigned char *)str + len,
+                      .max_depth = max_depth,
+                      .max_values = max_values,
+                      .site = site};
+  int r = scan_document(&s);
+  if (r == JSON_OK && !s.found)
+    return JSON_ERR_NUL;
   return r;
 }
 
@@ -251,13 +373,15 @@ const char *json_scan_strerror(int code) {
     return "NUL characters are not accepted";
   case JSON_ERR_DEPTH:
     return "the JSON is nested too deeply";
+  case JSON_ERR_VALUES:
+    return "the JSON has too many values";
   default:
     return "the body is not valid JSON";
   }
 }
 
 size_t utf8_valid_prefix(const char *str, size_t len) {
-  struct scanner s = {(const unsigned char *)str, (const unsigned char *)str + len, 0, 0};
+  struct scanner s = {.p = (const unsigned char *)str, .end = (const unsigned char *)str + len};
   while (s.p < s.end) {
     if (*s.p == 0)
       break;

@@ -13,11 +13,6 @@
 static bool always(const struct mcp_config *cfg) { return cfg != NULL; }
 static bool node_installed(const struct mcp_config *cfg) { return access(cfg->node, X_OK) == 0; }
 
-static int wheels_fetch(const struct mcp_config *cfg, const cJSON *packages, char stage[33], mcp_error_t *err) {
-  stage[0] = '\0';
-  return packages_fetch(cfg, packages, err);
-}
-
 static const struct lang python = {
     .name = "python",
     .tool = "execute_python",
@@ -26,15 +21,20 @@ static const struct lang python = {
                    "directory /work persists between calls of the session: files and installed packages stay, "
                    "variables do not (each call is a fresh process). Returns stdout, stderr and the exit code; "
                    "isError is true when the code fails or times out. Files written to output/ come back.",
+    .modern_description =
+        "Run Python 3 code in an isolated sandbox (gVisor, no network). Without `sandbox`, a new sandbox is made "
+        "and its handle returned as structuredContent.sandbox; pass it as `sandbox` to run later calls in the same "
+        "/work, where files and installed packages stay (variables do not: each call is a fresh process). Returns "
+        "stdout, stderr and the exit code; isError is true when the code fails or times out. Files written to "
+        "output/ come back.",
     .code_doc = "Python 3 source code, run as __main__ in a fresh process. Print what you want to see; "
                 "write files to output/ to get them back.",
     .packages_doc = "Python packages (PEP 508 requirements such as requests or pandas>=2) to install into the "
                     "session before running; installed packages stay for the session's later calls.",
     .installed_file = "packages.installed",
     .packages_validate = packages_validate,
-    .packages_fetch = wheels_fetch,
+    .packages_fetch = packages_fetch,
     .packages_in_request = true,
-    .fetch_when_installed = false,
     .available = always,
 };
 
@@ -45,19 +45,24 @@ static const struct lang javascript = {
     .description = "Run JavaScript (Node.js) in this session's isolated sandbox, beside execute_python: the "
                    "same persistent /work, limits and results. The code is an ES module: import, require "
                    "and top-level await work; an unhandled rejection fails the call.",
+    .modern_description =
+        "Run JavaScript (Node.js) in an isolated sandbox (gVisor, no network), beside execute_python: the same "
+        "handles, persistent /work, limits and results. Without `sandbox`, a new sandbox is made and its handle "
+        "returned as structuredContent.sandbox; pass it as `sandbox` to use that sandbox again. The code is an ES "
+        "module: import, require and top-level await work; an unhandled rejection fails the call.",
     .code_doc = "JavaScript source, run by Node.js as an ES module in a fresh process (require is "
                 "available too). console.log what you want to see; write files to output/ to get them "
                 "back.",
     .packages_doc = "npm packages (name or name@version, e.g. lodash@4) to install into the session's "
                     "/work/node_modules before running; install scripts never run.",
     .installed_file = "npm.installed",
+    /* node_modules holds the set copied in last: the same set again needs
+     * nothing; another one is resolved and copied over it. */
+    .installed_is_set = true,
     .packages_validate = npm_validate,
-    .packages_fetch = npm_stage,
+    .packages_fetch = npm_fetch,
     .packages_in_request = false,
-    /* The installed tree of a set of specs is cached by the set, so asking
-     * is cheap; the executor copies it unless /work/node_modules already
-     * holds that very set. */
-    .fetch_when_installed = true,
+    .packages_key = npm_set_key,
     .available = node_installed,
 };
 

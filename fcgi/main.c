@@ -9,13 +9,17 @@
  * double fork and adopted here, so they survive a responder that dies and
  * are still ours to stop.
  *
+ * The FastCGI socket trusts MCP_TOKEN_ID from whoever connects: it is mode
+ * 0660 with socket_group, and the master refuses to start when that group
+ * is missing or nobody but root could connect (never a socket open to
+ * every local user); the responders check each peer (responder.h).
+ *
  * usage: mcp-server [--print-config | --settings-table] */
 #include "config.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcgiapp.h>
-#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +34,7 @@
 #include "common/settings.h"
 #include "common/util.h"
 #include "fcgi/keeper.h"
+#include "fcgi/pkgtools.h"
 #include "fcgi/responder.h"
 #include "fcgi/session.h"
 #include "sandbox/bundle.h"
@@ -56,6 +61,7 @@ static void on_child(int sig) {
 
 struct master {
   struct mcp_config cfg;
+  struct peer_policy peers;
   int listen_fd;
   pid_t responders[MAX_RESPONDERS];
   pid_t keeper;
@@ -71,7 +77,7 @@ static int run_keeper(void *arg) {
 
 static int run_responder(void *arg) {
   struct master *m = arg;
-  return responder_main(&m->cfg, m->listen_fd);
+  return responder_main(&m->cfg, &m->peers, m->listen_fd);
 }
 
 static pid_t spawn(struct master *m, bool keeper) {
@@ -105,17 +111,15 @@ static int open_socket(struct master *m) {
     fprintf(stderr, "mcp-server: cannot listen on %s\n", path);
     return -1;
   }
-  /* nginx's workers run as socket_group: they need the folder and the socket. */
-  struct group *g = getgrnam(m->cfg.socket_group);
-  if (g != NULL) {
-    if (chown(path, 0, g->gr_gid) < 0 || (slash != NULL && chown(dir, 0, g->gr_gid) < 0))
-      perror("mcp-server: chown socket");
-    chmod(path, 0660);
-    if (slash != NULL)
-      chmod(dir, 0750);
-  } else {
-    chmod(path, 0666);
-    fprintf(stderr, "mcp-server: group %s not found; the socket is open to every local user\n", m->cfg.socket_group);
+  /* nginx's workers are in socket_group: they need the folder and the
+   * socket, nobody else does.  Created 0660 root:root (umask above), so it
+   * is never open to others, even before this. */
+  if (chown(path, 0, m->peers.group) < 0 || chmod(path, 0660) < 0 ||
+      (slash != NULL && (chown(dir, 0, m->peers.group) < 0 || chmod(dir, 0750) < 0))) {
+    fprintf(stderr, "mcp-server: cannot give %s to group %s: %s\n", path, m->cfg.socket_group, strerror(errno));
+    close(fd);
+    unlink(path);
+    return -1;
   }
   m->listen_fd = fd;
   return 0;
@@ -252,9 +256,22 @@ static void stop_all(struct master *m) {
   unlink(m->cfg.fcgi_socket);
 }
 
+/* The bearer tokens are nginx's business: no process of ours needs them,
+ * and every child would inherit MCP_TOKENS (containers pass the tokens in
+ * it).  The value is wiped in place too, so that /proc/<pid>/environ of the
+ * master and of the processes it forks without exec does not show it. */
+static void scrub_tokens(void) {
+  char *v = getenv("MCP_TOKENS");
+  if (v != NULL) {
+    explicit_bzero(v, strlen(v));
+    unsetenv("MCP_TOKENS");
+  }
+}
+
 int main(int argc, char **argv) {
   static struct master m;
   mcp_error_t err = NULL;
+  scrub_tokens();
   if (config_load(&m.cfg, &err) < 0) {
     fprintf(stderr, "mcp-server: %s\n", mcp_error_public(err));
     mcp_error_release(&err);
@@ -274,6 +291,8 @@ int main(int argc, char **argv) {
   }
   if (m.cfg.responders > MAX_RESPONDERS)
     m.cfg.responders = MAX_RESPONDERS;
+  if (peer_policy_load(&m.cfg, &m.peers) < 0)
+    return 1;
   /* Files and folders get the modes the code asks for, not the caller's umask. */
   umask(022);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -286,6 +305,9 @@ int main(int argc, char **argv) {
   sigaction(SIGHUP, &hup, NULL);
   if (prepare(&m) < 0)
     return 1;
+  /* The host's proxy and CA settings for pip and npm, asked once: the
+   * responders and the keeper inherit them. */
+  package_host_settings_load(&m.cfg);
   m.keeper = spawn(&m, true);
   for (int i = 0; i < m.cfg.responders; i++)
     m.responders[i] = spawn(&m, false);

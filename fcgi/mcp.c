@@ -10,6 +10,7 @@
 #include "common/metrics.h"
 #include "common/util.h"
 #include "fcgi/json_scan.h"
+#include "fcgi/modern.h"
 #include "fcgi/resources.h"
 #include "fcgi/sse.h"
 #include "fcgi/stream.h"
@@ -133,7 +134,7 @@ static int handle_ping(struct rpc_call *c) {
 static int handle_tools_list(struct rpc_call *c) {
   if (c->params != NULL && !cJSON_IsObject(c->params))
     return rpc_fail(c, RPC_INVALID_PARAMS, "tools/list: params must be an object");
-  c->result = tools_list(c->ctx->cfg);
+  c->result = tools_list(c->ctx->cfg, false);
   return c->result ? 0 : rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
 }
 
@@ -220,10 +221,48 @@ static int check_post_headers(struct mcp_ctx *ctx, const struct http_request *re
   return 0;
 }
 
+/* A \u0000 escape is valid JSON that cannot reach the sandbox (cJSON
+ * strings end at NUL).  Answered with the request's id, so that clients
+ * match the answer to their request, and the place of the escape; 0 when
+ * it was, -1 when the id cannot be found (then it is a parse error). */
+static int answer_nul(const struct http_request *req, struct http_sink *sink) {
+  struct json_nul_site site;
+  if (json_locate_nul(req->body, req->body_len, MAX_JSON_DEPTH, MCP_MAX_JSON_VALUES, &site) != JSON_OK ||
+      site.id == NULL || strcmp(site.path, "id") == 0)
+    return -1;
+  cleanup_cjson cJSON *id = cJSON_ParseWithLength(site.id, site.id_len);
+  if (!id_valid(id))
+    return -1;
+  static const char nul[] = "contains a NUL character (\\u0000)";
+  char msg[JSON_PATH_MAX + 160];
+  if (strncmp(site.path, "params", 6) != 0 || (site.path[6] != '\0' && site.path[6] != '.')) {
+    snprintf(msg, sizeof(msg), "Invalid Request: %s%s %s", site.in_key ? "a key in " : "",
+             site.path[0] ? site.path : "the message", nul);
+    return send_rpc_error(sink, 400, id, RPC_INVALID_REQUEST, msg), 0;
+  }
+  const char *rel = site.path[6] == '.' ? site.path + 7 : "";
+  const char *why =
+      strncmp(rel, "arguments", 9) == 0 ? "which cannot be passed to the sandbox" : "which this server does not accept";
+  if (site.in_key)
+    snprintf(msg, sizeof(msg), "Invalid params: a key of %s %s, %s", rel[0] ? rel : "params", nul, why);
+  else
+    snprintf(msg, sizeof(msg), "Invalid params: %s %s, %s", rel[0] ? rel : "params", nul, why);
+  return send_rpc_error(sink, 200, id, RPC_INVALID_PARAMS, msg), 0;
+}
+
 /* Parse and validate the body; NULL after an error response was sent. */
 static cJSON *parse_body(const struct http_request *req, struct http_sink *sink) {
   size_t off = 0;
-  int r = json_scan(req->body ? req->body : "", req->body_len, MAX_JSON_DEPTH, &off);
+  int r = json_scan(req->body ? req->body : "", req->body_len, MAX_JSON_DEPTH, MCP_MAX_JSON_VALUES, &off);
+  if (r == JSON_ERR_NUL && req->body != NULL && answer_nul(req, sink) == 0)
+    return NULL;
+  if (r == JSON_ERR_VALUES) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "Invalid Request: the body has more than %d JSON values (at byte %zu)",
+             MCP_MAX_JSON_VALUES, off);
+    send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST, msg);
+    return NULL;
+  }
   if (r != JSON_OK) {
     char msg[160];
     snprintf(msg, sizeof(msg), "Parse error: %s (at byte %zu)", json_scan_strerror(r), off);
@@ -343,6 +382,7 @@ static int handle_request(struct mcp_ctx *ctx, const struct http_request *req, s
   }
   int ret = finish_call(&c, streamed);
   cJSON_Delete(c.result);
+  cJSON_Delete(c.error_data);
   return ret;
 }
 
@@ -359,6 +399,12 @@ static int handle_post(struct mcp_ctx *ctx, const struct http_request *req, stru
   bool has_id = cJSON_GetObjectItemCaseSensitive(msg, "id") != NULL;
   if (method != NULL && !cJSON_IsString(method))
     return send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST, "Invalid Request: method must be a string");
+  if (method != NULL && has_id && !id_valid(cJSON_GetObjectItemCaseSensitive(msg, "id")))
+    return send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST,
+                          "Invalid Request: id must be a string (at most 256 bytes) or an integer");
+  /* The 2026-07-28 era, decided per request (modern.h). */
+  if (modern_request(req, msg))
+    return modern_post(ctx, req, sink, msg);
   if (method != NULL && has_id)
     return handle_request(ctx, req, sink, msg);
   bool is_response =
@@ -376,7 +422,18 @@ static int handle_post(struct mcp_ctx *ctx, const struct http_request *req, stru
   return send_empty(sink, 202, NULL);
 }
 
+/* 2026-07-28 has no GET stream and no sessions to end: 405. */
+static int modern_not_allowed(struct http_sink *sink) {
+  metrics_reject(405);
+  static const char *const allow[] = {"Allow: POST", NULL};
+  static const char body[] = "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":"
+                             "\"Method Not Allowed: 2026-07-28 has no sessions and no GET stream; use POST\"}}";
+  return http_send(sink, 405, "application/json", allow, body, sizeof(body) - 1);
+}
+
 static int handle_delete(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
+  if (modern_by_headers(req))
+    return modern_not_allowed(sink);
   struct session s;
   if (open_session(ctx, req, sink, NULL, &s) < 0)
     return 0;
@@ -396,6 +453,8 @@ static int handle_delete(struct mcp_ctx *ctx, const struct http_request *req, st
 
 static int handle_get(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
   (void)ctx;
+  if (modern_by_headers(req))
+    return modern_not_allowed(sink);
   if (!http_accepts(req->accept, "text/event-stream"))
     return send_rpc_error(sink, 406, NULL, RPC_INVALID_REQUEST,
                           "Not Acceptable: Accept must include text/event-stream");

@@ -11,6 +11,10 @@
 
 #define MCP_SERVER_NAME "mcp-sandbox"
 #define MCP_LATEST_VERSION "2025-11-25"
+/* JSON values a request body may hold (json_scan.h): each becomes a cJSON
+ * node, so this bounds the tree a body makes (about 8 MB) whatever its
+ * size.  A tools/call with input_files_max files is a few hundred. */
+#define MCP_MAX_JSON_VALUES 100000
 
 int mcp_serve(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink);
 

@@ -2,13 +2,13 @@
  *
  * A spec is a package name (optionally @scope/) with an optional version,
  * range or tag after '@'; git URLs, tarball URLs, paths, aliases (npm:)
- * and options are refused before anything runs.  The host side installs a
- * set of specs once, with --ignore-scripts (no install script runs
- * anywhere), as the unprivileged package_user, into a staging folder; the
- * finished tree is handed to root and kept read-only in
- * <state>/npm/<hash of the specs>, which sandboxes see at /opt/mcp/npm.
- * The executor copies it into the session's /work/node_modules as the
- * sandbox user. */
+ * and options are refused before anything runs.  The host side installs
+ * each request's specs with --ignore-scripts (no install script runs
+ * anywhere), as the unprivileged package_user, resolved against the
+ * registry for that request; the tree npm made is copied into root's
+ * read-only files in the call's folder of the session (pkgtools.h), which
+ * only that session's sandbox sees below /opt/mcp/packages.  The executor
+ * copies it into the session's /work/node_modules as the sandbox user. */
 #include "config.h"
 
 #include "fcgi/npm.h"
@@ -24,6 +24,7 @@
 #include "common/proc.h"
 #include "common/util.h"
 #include "fcgi/packages.h"
+#include "fcgi/pkgtools.h"
 
 #define MAX_SPECS 32
 #define MAX_SPEC 214
@@ -99,94 +100,110 @@ static int stage_name(const cJSON *packages, char out[33]) {
   return 0;
 }
 
-static int run_as(const struct mcp_config *cfg, const struct passwd *pw, const char *const *argv, const char *home,
-                  struct buf *out, mcp_error_t *err) {
-  char h[PATH_MAX + 64], user[PATH_MAX + 96];
-  snprintf(h, sizeof(h), "HOME=%s", home);
-  /* No host npm configuration: an absent user file and an empty global one
-   * (npm refuses the same file for both). */
-  snprintf(user, sizeof(user), "NPM_CONFIG_USERCONFIG=%s/.npmrc-none", home);
-  const char *envp[] = {"PATH=/usr/bin:/bin",
-                        "LANG=C.UTF-8",
-                        h,
-                        user,
-                        "NPM_CONFIG_GLOBALCONFIG=/dev/null",
-                        "NPM_CONFIG_UPDATE_NOTIFIER=false",
-                        "NPM_CONFIG_FUND=false",
-                        "NPM_CONFIG_AUDIT=false",
-                        NULL};
-  struct proc_opts o = {.argv = argv,
-                        .envp = envp,
-                        .stdin_fd = -1,
-                        .stderr_fd = -1,
-                        .capture = out,
-                        .capture_max = 1 << 20,
-                        .capture_stderr = true,
-                        .timeout_ms = (int64_t)cfg->package_timeout * 1000,
-                        .cwd = home,
-                        .set_ids = pw != NULL,
-                        .uid = pw ? pw->pw_uid : 0,
-                        .gid = pw ? pw->pw_gid : 0};
-  int st = 0;
-  if (run_process(&o, &st, err) < 0)
-    return -1;
-  return st == 0 ? 0 : 1;
-}
+int npm_set_key(const cJSON *packages, char key[33]) { return stage_name(packages, key); }
 
-int npm_stage(const struct mcp_config *cfg, const cJSON *packages, char hash[33], mcp_error_t *err) {
-  if (stage_name(packages, hash) < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, EIO, "hash the package specs");
-  char root[PATH_MAX], final[PATH_MAX + 40], tmp[PATH_MAX + 40], rnd[33];
-  config_path(cfg, root, sizeof(root), "npm");
-  snprintf(final, sizeof(final), "%s/%s", root, hash);
-  if (access(final, F_OK) == 0)
-    return 0; /* installed before, for any session */
-  struct passwd pwbuf, *pw = NULL;
-  char pwtext[1024];
-  if (getpwnam_r(cfg->package_user, &pwbuf, pwtext, sizeof(pwtext), &pw) != 0 || pw == NULL || pw->pw_uid == 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "package_user %s does not exist or is root", cfg->package_user);
-  random_hex32(rnd);
-  snprintf(tmp, sizeof(tmp), "%s/.stage-%.16s", root, rnd);
-  if (mkdir(tmp, 0700) < 0 || chown(tmp, pw->pw_uid, pw->pw_gid) < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "make the staging folder");
+int npm_fetch(const struct mcp_config *cfg, const cJSON *packages, int dst_fd, mcp_error_t *err) {
+  struct package_user pu;
+  if (package_user_get(cfg, &pu, err) < 0)
+    return -1;
+  cleanup_close int lock = package_cache_lock(cfg, false, err);
+  if (lock < 0)
+    return -1;
+  struct package_work w;
+  if (package_work_open(cfg, &pu, &w, err) < 0)
+    return -1;
+  char cache[PATH_MAX], user[PATH_MAX + 128];
+  config_path(cfg, cache, sizeof(cache), PACKAGE_CACHE "/npm");
   cleanup_argv struct argv argv = {0};
-  static const char *const npm[] = {"/usr/bin/npm",      "install",   "--ignore-scripts", "--no-audit", "--no-fund",
-                                    "--no-package-lock", "--no-save", "--omit=dev",       "--prefix"};
+  /* Resolved against the registry for this request (--prefer-online: npm's
+   * cache, package_user's, revalidates every document it holds); a registry
+   * that cannot be reached fails within seconds: one retry after a second. */
+  static const char *const npm[] = {"/usr/bin/npm",
+                                    "install",
+                                    "--ignore-scripts",
+                                    "--no-audit",
+                                    "--no-fund",
+                                    "--no-package-lock",
+                                    "--no-save",
+                                    "--omit=dev",
+                                    "--prefer-online",
+                                    "--fetch-retries",
+                                    "1",
+                                    "--fetch-retry-mintimeout",
+                                    "1000",
+                                    "--fetch-retry-maxtimeout",
+                                    "2000",
+                                    "--fetch-timeout",
+                                    PACKAGE_NET_TIMEOUT_MS,
+                                    "--prefix"};
   for (size_t i = 0; i < ARRAY_SIZE(npm); i++)
     argv_add(&argv, npm[i]);
-  argv_add(&argv, tmp);
+  argv_add(&argv, w.path);
   argv_add(&argv, "--registry");
   argv_add(&argv, cfg->npm_registry);
   argv_add(&argv, "--cache");
-  argv_add(&argv, ".npm-cache");
+  argv_add(&argv, cache);
+  tool_host_options(cfg, TOOL_NPM, &argv);
   argv_add(&argv, "--");
   const cJSON *p;
   cJSON_ArrayForEach(p, packages) { argv_add(&argv, p->valuestring); }
-  if (argv.oom)
+  /* No host npm configuration file (the host's proxy and CA come as
+   * options): an absent user file and an empty global one (npm refuses the
+   * same file for both). */
+  snprintf(user, sizeof(user), "NPM_CONFIG_USERCONFIG=%s/.npmrc-none", w.path);
+  const char *extra[] = {user,
+                         "NPM_CONFIG_GLOBALCONFIG=/dev/null",
+                         "NPM_CONFIG_UPDATE_NOTIFIER=false",
+                         "NPM_CONFIG_FUND=false",
+                         "NPM_CONFIG_AUDIT=false",
+                         NULL};
+  cleanup_tool_env struct tool_env env = {0};
+  if (argv.oom || tool_env_build(cfg, TOOL_NPM, w.path, extra, &env) < 0) {
+    package_work_close(&w);
     return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "npm's command line");
-  cleanup_buf struct buf out = {0};
-  int r = run_as(cfg, pw, argv.v, tmp, &out, err);
-  if (r == 1) {
-    cleanup_free char *said = package_tool_words(&out, tmp);
-    mcp_fail_public(err, MCP_ERR_INVALID,
-                    "The npm packages could not be installed from the registry (install scripts never run); "
-                    "nothing was installed and the code did not run. npm said:\n%s",
-                    said ? said : "(nothing)");
   }
-  if (r == 0) {
-    /* The tree becomes root's and read-only to everyone else; the cache
-     * and npm's scratch files go. */
-    cleanup_close int tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (tfd < 0 || fchown(tfd, 0, 0) < 0 || fchmod(tfd, 0700) < 0 || remove_tree_at(tfd, ".npm-cache", err) < 0 ||
-        chown_tree_at(AT_FDCWD, tmp, 0, 0, err) < 0 || fchmod(tfd, 0755) < 0 ||
-        (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) < 0 && errno != EEXIST)) {
-      if (err == NULL || *err == NULL)
-        mcp_fail(err, MCP_ERR_INTERNAL, errno, "publish the packages");
-      r = -1;
+  cleanup_buf struct buf out = {0};
+  struct proc_opts o = {.argv = argv.v,
+                        .envp = (const char *const *)env.v,
+                        .stdin_fd = -1,
+                        .stderr_fd = -1,
+                        .capture = &out,
+                        .capture_max = 1 << 20,
+                        .capture_stderr = true,
+                        .timeout_ms = (int64_t)cfg->package_timeout * 1000,
+                        .cwd = w.path,
+                        .set_ids = true,
+                        .uid = pu.uid,
+                        .gid = pu.gid};
+  int st = 0;
+  int ret = run_process(&o, &st, err);
+  if (ret == 0 && st != 0) {
+    cleanup_free char *said = package_tool_words(&out, w.path);
+    ret = mcp_fail_public(err, MCP_ERR_INVALID,
+                          "The npm packages could not be installed from the registry (install scripts never run); "
+                          "nothing was installed and the code did not run. npm said:\n%s",
+                          said ? said : "(nothing)");
+  }
+  if (ret == 0) {
+    /* The tree npm resolved, copied into root's own files (the workspace
+     * quota bounds it: the executor copies it into /work). */
+    cleanup_close int nm = openat(w.fd, "node_modules", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (nm < 0)
+      ret = mcp_fail(err, MCP_ERR_INTERNAL, errno, "open the installed tree");
+    else if (mkdirat(dst_fd, "node_modules", 0755) < 0)
+      ret = mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir node_modules");
+    else {
+      cleanup_close int dnm = openat(dst_fd, "node_modules", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (dnm < 0 || fchmod(dnm, 0755) < 0)
+        ret = mcp_fail(err, MCP_ERR_INTERNAL, errno, "open node_modules");
+      else if (package_copy_tree(nm, dnm, cfg->workspace_quota, err) < 0)
+        ret = -1;
     }
   }
-  mcp_error_t rm = NULL;
-  if (access(tmp, F_OK) == 0 && remove_tree_at(AT_FDCWD, tmp, &rm) < 0)
-    mcp_error_log_release(&rm, "npm: cleanup");
-  return r == 0 ? 0 : -1;
+  package_work_close(&w);
+  close(steal_fd(&lock));
+  mcp_error_t trim = NULL;
+  if (package_cache_trim(cfg, &trim) < 0)
+    mcp_error_log_release(&trim, "npm: trim the cache");
+  return ret < 0 ? -1 : 0;
 }

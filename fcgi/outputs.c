@@ -168,7 +168,7 @@ static int cmp_seen(const void *a, const void *b) {
 
 /* prev is sorted by key (manifest_load). */
 static const struct seen *seen_find(const struct seen_list *l, const char *key) {
-  struct seen probe;
+  struct seen probe = {0};
   memcpy(probe.key, key, 33);
   return l->n ? bsearch(&probe, l->v, l->n, sizeof(*l->v), cmp_seen) : NULL;
 }

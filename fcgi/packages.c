@@ -5,10 +5,12 @@
  * URLs and environment markers are refused before anything runs.  Wheels
  * only are fetched (no build script runs anywhere) from the configured
  * index by `pip download` running as an unprivileged user (package_user)
- * that can reach neither the sessions nor the tokens; the wheels land in
- * <state>/wheels, owned by root, which sandboxes see read-only at
- * /opt/mcp/wheels.  The executor then installs them inside the session's
- * sandbox, as the sandbox user, into /work/.local. */
+ * that can reach neither the sessions nor the tokens.  Each request is
+ * resolved against the index; exactly the wheels pip resolved are copied
+ * into the call's folder of the session (pkgtools.h), which only that
+ * session's sandbox sees, read-only, below /opt/mcp/packages.  The
+ * executor installs them from there, as the sandbox user, into
+ * /work/.local. */
 #include "config.h"
 
 #include "fcgi/packages.h"
@@ -23,10 +25,10 @@
 
 #include "common/proc.h"
 #include "common/util.h"
+#include "fcgi/pkgtools.h"
 
 #define MAX_PACKAGES 32
 #define MAX_REQUIREMENT 200
-#define MAX_WHEEL (512ULL << 20)
 
 static bool name_char(int c) { return isalnum(c) || c == '.' || c == '_' || c == '-'; }
 
@@ -133,35 +135,6 @@ int packages_validate(const cJSON *packages, mcp_error_t *err) {
   return package_list_validate(packages, MAX_PACKAGES, package_problem, err);
 }
 
-/* Move the *.whl files pip left in tmp into the shared cache, as root's
- * read-only files; anything else pip wrote is dropped. */
-static int adopt_wheels(int wheels_fd, const char *tmp, mcp_error_t *err) {
-  cleanup_close int tfd = openat(wheels_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (tfd < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open the download folder");
-  int dfd = dup(tfd);
-  cleanup_dir DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-  if (d == NULL)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "list the download folder");
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    size_t n = strlen(de->d_name);
-    if (n < 5 || strcmp(de->d_name + n - 4, ".whl") != 0 || de->d_name[0] == '.')
-      continue;
-    struct stat st;
-    if (fstatat(tfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-        (uint64_t)st.st_size > MAX_WHEEL)
-      continue;
-    /* A wheel's name is unique for its content's version and tags; an
-     * existing one in the cache is kept (first writer wins). */
-    if (fchownat(tfd, de->d_name, 0, 0, AT_SYMLINK_NOFOLLOW) < 0 || fchmodat(tfd, de->d_name, 0644, 0) < 0)
-      continue;
-    if (renameat2(tfd, de->d_name, wheels_fd, de->d_name, RENAME_NOREPLACE) < 0 && errno != EEXIST)
-      return mcp_fail(err, MCP_ERR_INTERNAL, errno, "move %s into the wheel cache", de->d_name);
-  }
-  return 0;
-}
-
 char *package_tool_words(const struct buf *out, const char *hide) {
   const char *text = out->data ? out->data : "";
   size_t len = out->len;
@@ -180,27 +153,25 @@ char *package_tool_words(const struct buf *out, const char *hide) {
   return tail;
 }
 
-int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, mcp_error_t *err) {
-  struct passwd pwbuf, *pw = NULL;
-  char pwtext[1024];
-  if (getpwnam_r(cfg->package_user, &pwbuf, pwtext, sizeof(pwtext), &pw) != 0)
-    pw = NULL;
-  if (pw == NULL || pw->pw_uid == 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "package_user %s does not exist or is root", cfg->package_user);
-  char wheels[PATH_MAX], tmp[64], tmp_path[PATH_MAX + 64], rnd[33];
-  config_path(cfg, wheels, sizeof(wheels), "wheels");
-  if (mkdir(wheels, 0755) < 0 && errno != EEXIST)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir %s", wheels);
-  cleanup_close int wfd = open(wheels, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (wfd < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", wheels);
-  random_hex32(rnd);
-  snprintf(tmp, sizeof(tmp), ".dl-%.16s", rnd);
-  snprintf(tmp_path, sizeof(tmp_path), "%s/%s", wheels, tmp);
-  if (mkdirat(wfd, tmp, 0700) < 0 || fchownat(wfd, tmp, pw->pw_uid, pw->pw_gid, AT_SYMLINK_NOFOLLOW) < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "make the download folder");
-
+int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, int dst_fd, mcp_error_t *err) {
+  struct package_user pu;
+  if (package_user_get(cfg, &pu, err) < 0)
+    return -1;
+  /* Installs share the cache; its trim waits for none of them to run. */
+  cleanup_close int lock = package_cache_lock(cfg, false, err);
+  if (lock < 0)
+    return -1;
+  struct package_work w;
+  if (package_work_open(cfg, &pu, &w, err) < 0)
+    return -1;
+  char dest[PATH_MAX + 80], cache[PATH_MAX];
+  snprintf(dest, sizeof(dest), "%s/dl", w.path);
+  config_path(cfg, cache, sizeof(cache), PACKAGE_CACHE "/pip");
   cleanup_argv struct argv argv = {0};
+  /* Resolved against the index for this request: no --find-links, no
+   * other tenant's files; pip's own HTTP cache (package_user's) revalidates
+   * as the index says.  A registry that cannot be reached fails within
+   * seconds: one retry, a short socket timeout. */
   static const char *const pip[] = {"-m",
                                     "pip",
                                     "download",
@@ -209,50 +180,63 @@ int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, mcp_erro
                                     "--no-input",
                                     "--progress-bar",
                                     "off",
-                                    "--no-cache-dir",
+                                    "--timeout",
+                                    PACKAGE_NET_TIMEOUT_S,
+                                    "--retries",
+                                    "1",
                                     "--dest"};
   argv_add(&argv, cfg->python);
   for (size_t i = 0; i < ARRAY_SIZE(pip); i++)
     argv_add(&argv, pip[i]);
-  argv_add(&argv, tmp_path);
+  argv_add(&argv, dest);
+  argv_add(&argv, "--cache-dir");
+  argv_add(&argv, cache);
   argv_add(&argv, "--index-url");
   argv_add(&argv, cfg->package_index);
-  argv_add(&argv, "--find-links");
-  argv_add(&argv, wheels);
+  tool_host_options(cfg, TOOL_PIP, &argv);
   argv_add(&argv, "--");
   const cJSON *p;
   cJSON_ArrayForEach(p, packages) { argv_add(&argv, p->valuestring); }
-  if (argv.oom)
+  static const char *const extra[] = {"PIP_CONFIG_FILE=/dev/null", NULL};
+  cleanup_tool_env struct tool_env env = {0};
+  if (argv.oom || tool_env_build(cfg, TOOL_PIP, w.path, extra, &env) < 0) {
+    package_work_close(&w);
     return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "pip's command line");
-  char home[PATH_MAX + 96];
-  snprintf(home, sizeof(home), "HOME=%s", tmp_path);
-  const char *envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", home, "PIP_CONFIG_FILE=/dev/null", NULL};
+  }
   cleanup_buf struct buf out = {0};
   struct proc_opts o = {.argv = argv.v,
-                        .envp = envp,
+                        .envp = (const char *const *)env.v,
                         .stdin_fd = -1,
                         .stderr_fd = -1,
                         .capture = &out,
                         .capture_stderr = true,
                         .capture_max = 1 << 20,
                         .timeout_ms = (int64_t)cfg->package_timeout * 1000,
-                        .cwd = tmp_path,
+                        .cwd = w.path,
                         .set_ids = true,
-                        .uid = pw->pw_uid,
-                        .gid = pw->pw_gid};
+                        .uid = pu.uid,
+                        .gid = pu.gid};
   int st = 0;
   int ret = run_process(&o, &st, err);
   if (ret == 0 && st != 0) {
-    cleanup_free char *said = package_tool_words(&out, tmp_path);
+    cleanup_free char *said = package_tool_words(&out, w.path);
     ret = mcp_fail_public(err, MCP_ERR_INVALID,
                           "The packages could not be downloaded as wheels from the package index; nothing was "
                           "installed and the code did not run. pip said:\n%s",
                           said ? said : "(nothing)");
   }
-  if (ret == 0)
-    ret = adopt_wheels(wfd, tmp, err);
-  mcp_error_t rm = NULL;
-  if (remove_tree_at(wfd, tmp, &rm) < 0)
-    mcp_error_log_release(&rm, "packages: cleanup");
-  return ret;
+  if (ret == 0) {
+    /* Exactly the files pip resolved, copied into root's own. */
+    cleanup_close int dl = openat(w.fd, "dl", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dl < 0)
+      ret = mcp_fail(err, MCP_ERR_INTERNAL, errno, "open the download folder");
+    else if (package_copy_wheels(dl, dst_fd, err) < 0)
+      ret = -1;
+  }
+  package_work_close(&w);
+  close(steal_fd(&lock));
+  mcp_error_t trim = NULL;
+  if (package_cache_trim(cfg, &trim) < 0)
+    mcp_error_log_release(&trim, "packages: trim the cache");
+  return ret < 0 ? -1 : 0;
 }

@@ -20,9 +20,12 @@ int package_list_validate(const cJSON *packages, int max, const char *(*problem)
 char *package_tool_words(const struct buf *out, const char *hide);
 /* The packages argument of execute_python: 0, or MCP_ERR_INVALID. */
 int packages_validate(const cJSON *packages, mcp_error_t *err);
-/* Download the wheels of packages (and their dependencies) into the
- * shared cache.  When pip fails: MCP_ERR_INVALID, with pip's last words in
- * the client's sentence. */
-int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, mcp_error_t *err);
+/* How long a package tool waits for the network (each try; one retry). */
+#define PACKAGE_NET_TIMEOUT_S "10"
+#define PACKAGE_NET_TIMEOUT_MS "10000"
+/* Resolve packages (and their dependencies) against the index and copy
+ * the wheels into the folder dst_fd.  When pip fails: MCP_ERR_INVALID,
+ * with pip's last words in the client's sentence. */
+int packages_fetch(const struct mcp_config *cfg, const cJSON *packages, int dst_fd, mcp_error_t *err);
 
 #endif

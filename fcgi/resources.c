@@ -11,6 +11,7 @@
 #include "fcgi/files.h"
 #include "fcgi/json_scan.h"
 #include "fcgi/outputs.h"
+#include "fcgi/session.h"
 #include "fcgi/tools.h"
 #include "sandbox/workspace.h"
 
@@ -110,7 +111,7 @@ static int cursor_decode(const cJSON *params, char **after) {
 }
 
 static cJSON *resource_entry(int dirfd, const struct out_file *e) {
-  cleanup_free char *uri = files_uri(OUTPUTS_DIR, e->path);
+  cleanup_free char *uri = files_uri(NULL, OUTPUTS_DIR, e->path);
   char rel[OUT_PATH_MAX + 16];
   snprintf(rel, sizeof(rel), "%s/%s", OUTPUTS_DIR, e->path);
   struct out_file peek;
@@ -161,12 +162,8 @@ int resources_list(struct rpc_call *c) {
   return 0;
 }
 
-/* The workspace path of a file:///work/... URI; NULL when not one. */
-static char *uri_path(const char *uri) {
-  size_t n = strlen(URI_PREFIX);
-  if (strncmp(uri, URI_PREFIX, n) != 0)
-    return NULL;
-  const char *p = uri + n;
+/* Percent-decode a path; NULL when malformed (a %00, a query, a fragment). */
+static char *decode_path(const char *p) {
   char *out = malloc(strlen(p) + 1), *o = out;
   if (out == NULL)
     return NULL;
@@ -190,6 +187,58 @@ static char *uri_path(const char *uri) {
   return out;
 }
 
+/* The workspace path of a file:///work/... URI; NULL when not one. */
+static char *uri_path(const char *uri) {
+  size_t n = strlen(URI_PREFIX);
+  return strncmp(uri, URI_PREFIX, n) == 0 ? decode_path(uri + n) : NULL;
+}
+
+/* Resource not found: -32002 in 2025, -32602 with data.uri in 2026-07-28. */
+static int not_found(struct rpc_call *c, const char *uri, const char *why) {
+  if (!c->modern)
+    return rpc_fail(c, MCP_RESOURCE_NOT_FOUND, "Resource not found: %s", why);
+  c->error_data = cJSON_CreateObject();
+  cJSON_AddStringToObject(c->error_data, "uri", uri);
+  return rpc_fail(c, RPC_INVALID_PARAMS, "Resource not found: %s", why);
+}
+
+static cJSON *contents_result(const char *uri, const struct out_file *f) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON *contents = cJSON_AddArrayToObject(r, "contents");
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "uri", uri);
+  cJSON_AddStringToObject(o, "mimeType", f->mime);
+  if (mime_is_text(f->mime)) {
+    cleanup_free char *text = utf8_sanitize((const char *)f->data, f->len);
+    cJSON_AddStringToObject(o, "text", text ? text : "");
+  } else {
+    cleanup_free char *blob = base64_encode(f->data, f->len);
+    cJSON_AddStringToObject(o, "blob", blob ? blob : "");
+  }
+  cJSON_AddItemToArray(contents, o);
+  return r;
+}
+
+/* Read path (below /work) of c->session as the resource uri. */
+static int read_path(struct rpc_call *c, const char *path, const char *uri) {
+  if (lock_session(c) < 0 || ensure_mounted(c) < 0)
+    return -1;
+  struct out_file f;
+  mcp_error_t err = NULL;
+  if (workspace_read(c->session->dirfd, path, c->ctx->cfg->output_file_max, &f, &err) < 0) {
+    if (err->kind == MCP_ERR_NOT_FOUND)
+      not_found(c, uri, mcp_error_public(err));
+    else
+      rpc_fail(c, RPC_INVALID_PARAMS, "Resource not readable: %s", mcp_error_public(err));
+    mcp_error_release(&err);
+    out_file_free(&f);
+    return -1;
+  }
+  c->result = contents_result(uri, &f);
+  out_file_free(&f);
+  return 0;
+}
+
 int resources_read(struct rpc_call *c) {
   const cJSON *uri = cJSON_GetObjectItemCaseSensitive(c->params, "uri");
   if (!cJSON_IsString(uri))
@@ -197,37 +246,72 @@ int resources_read(struct rpc_call *c) {
   cleanup_free char *path = uri_path(uri->valuestring);
   if (path == NULL || *path == '\0')
     return rpc_fail(c, MCP_RESOURCE_NOT_FOUND, "Resource not found: URIs look like file:///work/output/<name>");
-  if (lock_session(c) < 0 || ensure_mounted(c) < 0)
-    return -1;
-  struct out_file f;
-  mcp_error_t err = NULL;
-  if (workspace_read(c->session->dirfd, path, c->ctx->cfg->output_file_max, &f, &err) < 0) {
-    rpc_fail(c, err->kind == MCP_ERR_NOT_FOUND ? MCP_RESOURCE_NOT_FOUND : RPC_INVALID_PARAMS, "Resource %s: %s",
-             err->kind == MCP_ERR_NOT_FOUND ? "not found" : "not readable", mcp_error_public(err));
-    mcp_error_release(&err);
-    out_file_free(&f);
-    return -1;
-  }
-  cJSON *r = cJSON_CreateObject();
-  cJSON *contents = cJSON_AddArrayToObject(r, "contents");
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "uri", uri->valuestring);
-  cJSON_AddStringToObject(o, "mimeType", f.mime);
-  if (mime_is_text(f.mime)) {
-    cleanup_free char *text = utf8_sanitize((const char *)f.data, f.len);
-    cJSON_AddStringToObject(o, "text", text ? text : "");
-  } else {
-    cleanup_free char *blob = base64_encode(f.data, f.len);
-    cJSON_AddStringToObject(o, "blob", blob ? blob : "");
-  }
-  cJSON_AddItemToArray(contents, o);
-  out_file_free(&f);
-  c->result = r;
-  return 0;
+  return read_path(c, path, uri->valuestring);
 }
 
 int resources_templates_list(struct rpc_call *c) {
   c->result = cJSON_CreateObject();
   cJSON_AddArrayToObject(c->result, "resourceTemplates");
   return 0;
+}
+
+/* ---- 2026-07-28: sandbox://<handle>/<path below /work> ---- */
+
+int resources_list_modern(struct rpc_call *c) {
+  const cJSON *cur = cJSON_GetObjectItemCaseSensitive(c->params, "cursor");
+  if (cur != NULL && !cJSON_IsNull(cur))
+    return rpc_fail(c, RPC_INVALID_PARAMS, "Invalid params: the cursor is not one this server gave");
+  c->result = cJSON_CreateObject();
+  cJSON_AddArrayToObject(c->result, "resources");
+  return 0;
+}
+
+int resources_templates_modern(struct rpc_call *c) {
+  c->result = cJSON_CreateObject();
+  cJSON *list = cJSON_AddArrayToObject(c->result, "resourceTemplates");
+  cJSON *t = cJSON_CreateObject();
+  cJSON_AddStringToObject(t, "uriTemplate", SANDBOX_URI_SCHEME "{sandbox}/{path}");
+  cJSON_AddStringToObject(t, "name", "sandbox-file");
+  cJSON_AddStringToObject(t, "title", "A file in a sandbox");
+  cJSON_AddStringToObject(t, "description",
+                          "A file below /work in a sandbox that execute_python or execute_javascript made: "
+                          "sandbox://<handle>/<path below /work>, e.g. sandbox://<handle>/output/plot.png");
+  cJSON_AddItemToArray(list, t);
+  return 0;
+}
+
+/* Split sandbox://<handle>/<path>; -1 when the URI is not one. */
+static int sandbox_uri(const char *uri, char handle[SESSION_ID_MAX], char **path) {
+  size_t n = strlen(SANDBOX_URI_SCHEME);
+  if (strncmp(uri, SANDBOX_URI_SCHEME, n) != 0)
+    return -1;
+  const char *h = uri + n, *slash = strchr(h, '/');
+  if (slash == NULL || slash == h || (size_t)(slash - h) >= SESSION_ID_MAX)
+    return -1;
+  snprintf(handle, SESSION_ID_MAX, "%.*s", (int)(slash - h), h);
+  *path = decode_path(slash + 1);
+  return *path != NULL && **path != '\0' ? 0 : -1;
+}
+
+int resources_read_modern(struct rpc_call *c) {
+  const cJSON *uri = cJSON_GetObjectItemCaseSensitive(c->params, "uri");
+  if (!cJSON_IsString(uri))
+    return rpc_fail(c, RPC_INVALID_PARAMS, "resources/read: params.uri must be a string");
+  char handle[SESSION_ID_MAX];
+  cleanup_free char *path = NULL;
+  if (sandbox_uri(uri->valuestring, handle, &path) < 0)
+    return not_found(c, uri->valuestring, "URIs look like sandbox://<handle>/<path below /work>");
+  struct session s;
+  mcp_error_t err = NULL;
+  if (session_open(c->ctx->store, handle, c->http->token_id, &s, &err) < 0) {
+    mcp_error_release(&err);
+    return not_found(c, uri->valuestring, "no such sandbox for this token (ended, expired or unknown)");
+  }
+  if (session_touch(c->ctx->store, &s, &err) < 0)
+    mcp_error_log_release(&err, "session touch");
+  c->session = &s;
+  int r = read_path(c, path, uri->valuestring);
+  session_close(&s);
+  c->session = NULL;
+  return r;
 }

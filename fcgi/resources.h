@@ -9,5 +9,11 @@
 int resources_list(struct rpc_call *c);
 int resources_read(struct rpc_call *c);
 int resources_templates_list(struct rpc_call *c);
+/* 2026-07-28: resources/list does not vary per sandbox (an empty list);
+ * the template sandbox://{sandbox}/{path} names a sandbox's files, and
+ * resources/read checks the handle and its token like a call does. */
+int resources_list_modern(struct rpc_call *c);
+int resources_templates_modern(struct rpc_call *c);
+int resources_read_modern(struct rpc_call *c);
 
 #endif

@@ -5,15 +5,18 @@
 #include <errno.h>
 #include <fcgiapp.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "common/metrics.h"
 #include "common/util.h"
 #include "fcgi/audit.h"
 #include "fcgi/http.h"
@@ -108,6 +111,17 @@ static void guard_watch(struct guard *g, int conn_fd) {
   pthread_mutex_unlock(&g->lock);
 }
 
+/* nginx closes the FastCGI connection when its client goes away (a
+ * modern client that closes its stream cancels the call). */
+static bool guard_peer_gone(void *opaque) {
+  struct guard *g = opaque;
+  pthread_mutex_lock(&g->lock);
+  struct pollfd p = {.fd = g->fd, .events = POLLRDHUP};
+  bool gone = g->fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  pthread_mutex_unlock(&g->lock);
+  return gone;
+}
+
 static void *watchdog(void *arg) {
   (void)arg;
   for (;;) {
@@ -152,7 +166,7 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
   const struct mcp_config *cfg = ctx->cfg;
   cleanup_buf struct buf body = {0};
   bool too_large = false;
-  struct http_sink sink = {fcgx_write, fcgx_flush, r->out, guard_set_deadline, g};
+  struct http_sink sink = {fcgx_write, fcgx_flush, r->out, guard_set_deadline, guard_peer_gone, g};
   /* Without a valid token (nginx names it) the body is not even read. */
   const char *token = FCGX_GetParam("MCP_TOKEN_ID", r->envp);
   const char *endpoint = FCGX_GetParam("MCP_ENDPOINT", r->envp);
@@ -171,6 +185,9 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
       .host = FCGX_GetParam("HTTP_HOST", r->envp),
       .session_id = FCGX_GetParam("HTTP_MCP_SESSION_ID", r->envp),
       .protocol_version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", r->envp),
+      .mcp_method = FCGX_GetParam("HTTP_MCP_METHOD", r->envp),
+      .mcp_name = FCGX_GetParam("HTTP_MCP_NAME", r->envp),
+      .param_sandbox = FCGX_GetParam("HTTP_MCP_PARAM_SANDBOX", r->envp),
       .token_id = FCGX_GetParam("MCP_TOKEN_ID", r->envp),
       .request_id = FCGX_GetParam("REQUEST_ID", r->envp),
       .endpoint = endpoint,
@@ -181,15 +198,112 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
   mcp_serve(ctx, &req, &sink);
 }
 
+/* ---- who may talk to us ---- */
+
+static int add_user(struct peer_policy *p, uid_t uid) {
+  for (int i = 0; i < p->n; i++)
+    if (p->uids[i] == uid)
+      return 0;
+  if (p->n >= PEER_USERS_MAX)
+    return -1;
+  p->uids[p->n++] = uid;
+  return 0;
+}
+
+static int add_user_named(struct peer_policy *p, const char *name, const char *source) {
+  char text[16384];
+  struct passwd pwbuf, *pw = NULL;
+  if (getpwnam_r(name, &pwbuf, text, sizeof(text), &pw) != 0 || pw == NULL) {
+    fprintf(stderr, "mcp-server: %s names the user '%s', who does not exist; refusing to start\n", source, name);
+    return -1;
+  }
+  if (add_user(p, pw->pw_uid) < 0) {
+    fprintf(stderr, "mcp-server: more than %d users may talk to the FastCGI socket; refusing to start\n",
+            PEER_USERS_MAX);
+    return -1;
+  }
+  return 0;
+}
+
+int peer_policy_load(const struct mcp_config *cfg, struct peer_policy *p) {
+  p->n = 0;
+  size_t size = 1 << 20; /* a group's members are all in this buffer */
+  cleanup_free char *text = malloc(size);
+  struct group grbuf, *g = NULL;
+  if (text == NULL || getgrnam_r(cfg->socket_group, &grbuf, text, size, &g) != 0 || g == NULL) {
+    fprintf(stderr,
+            "mcp-server: the group '%s' of the FastCGI socket does not exist; refusing to start (the socket would be "
+            "open to every local user). Create it and add nginx's worker user to it: groupadd --system %s && "
+            "usermod -aG %s www-data, then restart nginx (or set socket_group)\n",
+            cfg->socket_group, cfg->socket_group, cfg->socket_group);
+    return -1;
+  }
+  p->group = g->gr_gid;
+  if (cfg->socket_peer_user[0] != '\0') {
+    char list[sizeof(cfg->socket_peer_user)];
+    snprintf(list, sizeof(list), "%s", cfg->socket_peer_user);
+    char *save = NULL;
+    for (char *name = strtok_r(list, ", ", &save); name != NULL; name = strtok_r(NULL, ", ", &save))
+      if (add_user_named(p, name, "socket_peer_user") < 0)
+        return -1;
+    return 0;
+  }
+  for (char **m = g->gr_mem; *m != NULL; m++)
+    if (add_user_named(p, *m, "the group of the FastCGI socket") < 0)
+      return -1;
+  /* Users whose primary group it is (nginx's `user www-data mcp-sandbox;`). */
+  char pwtext[16384];
+  struct passwd pwbuf, *pw = NULL;
+  setpwent();
+  while (getpwent_r(&pwbuf, pwtext, sizeof(pwtext), &pw) == 0 && pw != NULL)
+    if (pw->pw_gid == p->group && pw->pw_uid != 0 && add_user(p, pw->pw_uid) < 0)
+      break;
+  endpwent();
+  if (p->n == 0) {
+    fprintf(stderr,
+            "mcp-server: the group '%s' of the FastCGI socket has no member, so nginx could not talk to the "
+            "responders; refusing to start. Add nginx's worker user to it (usermod -aG %s www-data, then restart "
+            "nginx), or name that user in socket_peer_user\n",
+            cfg->socket_group, cfg->socket_group);
+    return -1;
+  }
+  return 0;
+}
+
+/* Root, or a user of the policy: the peer of a FastCGI connection. */
+static bool peer_allowed(const struct peer_policy *peers, int fd) {
+  struct ucred cred;
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred))
+    return false;
+  if (cred.uid == 0)
+    return true;
+  for (int i = 0; i < peers->n; i++)
+    if (peers->uids[i] == cred.uid)
+      return true;
+  METRIC_INC(peers_refused);
+  /* Counted every time, said at most once a minute per responder. */
+  static _Atomic int64_t last_said;
+  int64_t now = now_ms(), last = atomic_load(&last_said);
+  if (now - last >= 60000 && atomic_compare_exchange_strong(&last_said, &last, now))
+    fprintf(stderr,
+            "responder: dropped a FastCGI connection from uid %u (pid %d): only root and the users of "
+            "socket_group / socket_peer_user may talk to the responders\n",
+            (unsigned)cred.uid, (int)cred.pid);
+  return false;
+}
+
 struct worker {
   const struct mcp_config *cfg;
+  const struct peer_policy *peers;
   struct store *store;
   int listen_fd;
   pthread_mutex_t *accept_lock;
 };
 
-/* One thread: accept a request, answer it, again.  accept() is serialized
- * as in libfcgi's threaded example. */
+/* One thread: accept a connection, check its peer, read and answer its
+ * request, again.  accept() is serialized as in libfcgi's threaded
+ * example; the peer is checked before libfcgi reads anything from it. */
 static void *worker_loop(void *arg) {
   struct worker *w = arg;
   struct mcp_ctx ctx = {.cfg = w->cfg, .store = w->store};
@@ -207,13 +321,40 @@ static void *worker_loop(void *arg) {
   else
     atomic_fetch_sub(&guards_n, 1);
   for (;;) {
-    pthread_mutex_lock(w->accept_lock);
+    if (r.ipcFd < 0) { /* else: a kept connection (FCGI_KEEP_CONN) of a peer checked before */
+      pthread_mutex_lock(w->accept_lock);
+      int fd = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+      pthread_mutex_unlock(w->accept_lock);
+      if (fd < 0) {
+        if (atomic_load(&stop_requested))
+          break;
+        if (errno != EINTR && errno != ECONNABORTED)
+          poll(NULL, 0, 10); /* a failed accept: do not spin */
+        continue;
+      }
+      if (!peer_allowed(w->peers, fd)) {
+        close(fd);
+        continue;
+      }
+      /* libfcgi reads the request from it.  FCGX_Accept_r() first
+       * finishes the previous request, closing its connection unless it is
+       * kept: as one kept, this one stays open (the request's own flags set
+       * keepConnection again once read). */
+      r.ipcFd = fd;
+      r.keepConnection = 1;
+    }
     int ok = FCGX_Accept_r(&r);
-    pthread_mutex_unlock(w->accept_lock);
     if (ok < 0) {
       if (atomic_load(&stop_requested))
         break;
-      poll(NULL, 0, 10); /* a failed accept: do not spin */
+      poll(NULL, 0, 10);
+      continue;
+    }
+    /* When the connection it was given carried no valid request, libfcgi
+     * accepts the next one itself: check whichever it read from. */
+    if (!peer_allowed(w->peers, r.ipcFd)) {
+      r.detached = 1; /* close without draining what the peer sends */
+      FCGX_Free(&r, 1);
       continue;
     }
     atomic_fetch_add(&busy, 1);
@@ -227,7 +368,7 @@ static void *worker_loop(void *arg) {
   return NULL;
 }
 
-int responder_main(const struct mcp_config *cfg, int listen_fd) {
+int responder_main(const struct mcp_config *cfg, const struct peer_policy *peers, int listen_fd) {
   struct sigaction sa = {.sa_handler = on_term}; /* no SA_RESTART: accept() returns EINTR */
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
@@ -251,7 +392,7 @@ int responder_main(const struct mcp_config *cfg, int listen_fd) {
     return 1;
   }
   pthread_mutex_t accept_lock = PTHREAD_MUTEX_INITIALIZER;
-  struct worker w = {.cfg = cfg, .store = &st, .listen_fd = listen_fd, .accept_lock = &accept_lock};
+  struct worker w = {.cfg = cfg, .peers = peers, .store = &st, .listen_fd = listen_fd, .accept_lock = &accept_lock};
   /* Calls block their thread for their whole duration: several threads
    * per process keep short requests (ping, initialize) answered meanwhile. */
   pthread_t wd;

@@ -123,7 +123,9 @@ uint64_t results_add_outputs(struct rpc_call *c) {
     cJSON_AddArrayToObject(sc, "skipped_files");
     return 0;
   }
-  files_add_outputs(c->result, sc, &out);
+  char base[SESSION_ID_MAX + 16];
+  snprintf(base, sizeof(base), SANDBOX_URI_SCHEME "%s/", c->session->id);
+  files_add_outputs(c->result, sc, &out, c->modern ? base : NULL);
   uint64_t bytes = 0;
   for (size_t i = 0; i < out.n; i++)
     bytes += out.files[i].len;

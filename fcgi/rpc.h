@@ -28,13 +28,16 @@ struct rpc_call {
   struct mcp_ctx *ctx;
   const struct http_request *http;
   struct http_sink *sink;
-  struct session *session; /* NULL for initialize */
+  struct session *session; /* NULL for initialize, and for modern requests until a tool binds a sandbox */
+  bool modern;             /* of the 2026-07-28 era (modern.h) */
+  int log_level;           /* modern: _meta's logLevel as an index (stream.h), -1: none */
   const cJSON *id;
   const char *method;
   const cJSON *params; /* NULL when absent */
   cJSON *result;       /* set by a handler on success */
   int error_code;      /* set by a handler on failure */
   char error_message[256];
+  cJSON *error_data;                /* optional error.data (modern), owned */
   int http_status;                  /* for errors; 200 by default */
   char new_session[SESSION_ID_MAX]; /* initialize: the id to announce */
 };

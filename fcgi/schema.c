@@ -3,9 +3,11 @@
 
 #include "fcgi/tools.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/util.h"
+#include "fcgi/handles.h"
 
 /* ---- schemas ---- */
 
@@ -15,6 +17,17 @@ static cJSON *prop(cJSON *props, const char *name, const char *type, const char 
   if (description != NULL)
     cJSON_AddStringToObject(p, "description", description);
   return p;
+}
+
+#define SANDBOX_DOC                                                                                                    \
+  "The sandbox to run in: the handle an earlier call returned (structuredContent.sandbox). Omit it to start a new "    \
+  "sandbox (over an MCP 2025 session: the session's own sandbox)."
+
+/* The `sandbox` argument, mirrored in the Mcp-Param-Sandbox header by
+ * 2026-07-28 clients so that a proxy can route on it. */
+static void sandbox_prop(cJSON *props, const char *doc) {
+  cJSON *p = prop(props, "sandbox", "string", doc);
+  cJSON_AddStringToObject(p, "x-mcp-header", "Sandbox");
 }
 
 static cJSON *input_schema(const struct mcp_config *cfg, const struct lang *lang) {
@@ -44,6 +57,7 @@ static cJSON *input_schema(const struct mcp_config *cfg, const struct lang *lang
   cJSON_AddNumberToObject(to, "minimum", 1);
   cJSON_AddNumberToObject(to, "maximum", cfg->timeout_max);
   cJSON_AddNumberToObject(to, "default", cfg->timeout_default);
+  sandbox_prop(props, SANDBOX_DOC);
   cJSON *req = cJSON_AddArrayToObject(s, "required");
   cJSON_AddItemToArray(req, cJSON_CreateString("code"));
   cJSON_AddBoolToObject(s, "additionalProperties", 0);
@@ -82,6 +96,7 @@ static cJSON *output_schema(void) {
        "The sandbox was stopped during the call and restarts for the next call; files in /work are kept.");
   prop(props, "egress_limited", "boolean",
        "A limit of the call's network access (bytes, connections at once, connection time) was hit.");
+  prop(props, "sandbox", "string", "The handle of the sandbox the call ran in: pass it as `sandbox` to use it again.");
   cJSON *req = cJSON_AddArrayToObject(s, "required");
   static const char *const required[] = {"stdout",         "stderr",           "exit_code",       "timed_out",
                                          "duration_ms",    "truncated",        "memory_exceeded", "cpu_exceeded",
@@ -91,29 +106,76 @@ static cJSON *output_schema(void) {
   return s;
 }
 
-static cJSON *tool(const struct mcp_config *cfg, const struct lang *lang) {
+static cJSON *annotations(cJSON *t, const char *title, bool destructive) {
+  cJSON *ann = cJSON_AddObjectToObject(t, "annotations");
+  cJSON_AddStringToObject(ann, "title", title);
+  cJSON_AddBoolToObject(ann, "readOnlyHint", 0);
+  cJSON_AddBoolToObject(ann, "destructiveHint", destructive);
+  cJSON_AddBoolToObject(ann, "idempotentHint", destructive);
+  cJSON_AddBoolToObject(ann, "openWorldHint", 0);
+  return ann;
+}
+
+static void add_description(const struct mcp_config *cfg, cJSON *t, const struct lang *lang, bool modern) {
+  if (!modern) {
+    cJSON_AddStringToObject(t, "description", lang->description);
+    return;
+  }
+  char lifetime[120], text[1200];
+  handles_lifetime(cfg, lifetime, sizeof(lifetime));
+  snprintf(text, sizeof(text), "%s %s", lang->modern_description, lifetime);
+  cJSON_AddStringToObject(t, "description", text);
+}
+
+static cJSON *tool(const struct mcp_config *cfg, const struct lang *lang, bool modern) {
   cJSON *t = cJSON_CreateObject();
   cJSON_AddStringToObject(t, "name", lang->tool);
   cJSON_AddStringToObject(t, "title", lang->title);
-  cJSON_AddStringToObject(t, "description", lang->description);
+  add_description(cfg, t, lang, modern);
   cJSON_AddItemToObject(t, "inputSchema", input_schema(cfg, lang));
   cJSON_AddItemToObject(t, "outputSchema", output_schema());
-  cJSON *ann = cJSON_AddObjectToObject(t, "annotations");
-  cJSON_AddStringToObject(ann, "title", lang->title);
-  cJSON_AddBoolToObject(ann, "readOnlyHint", 0);
-  cJSON_AddBoolToObject(ann, "destructiveHint", 0);
-  cJSON_AddBoolToObject(ann, "idempotentHint", 0);
-  cJSON_AddBoolToObject(ann, "openWorldHint", 0);
+  annotations(t, lang->title, false);
   return t;
 }
 
-cJSON *tools_list(const struct mcp_config *cfg) {
+/* close_sandbox (2026-07-28: the replacement for DELETE). */
+static cJSON *close_tool(const struct mcp_config *cfg) {
+  cJSON *t = cJSON_CreateObject();
+  cJSON_AddStringToObject(t, "name", CLOSE_SANDBOX);
+  cJSON_AddStringToObject(t, "title", "Close a sandbox");
+  char lifetime[120], text[600];
+  handles_lifetime(cfg, lifetime, sizeof(lifetime));
+  snprintf(text, sizeof(text),
+           "End a sandbox that execute_python or execute_javascript made: its processes stop and its files and "
+           "installed packages are deleted; its handle is unknown from then on. %s",
+           lifetime);
+  cJSON_AddStringToObject(t, "description", text);
+  cJSON *in = cJSON_AddObjectToObject(t, "inputSchema");
+  cJSON_AddStringToObject(in, "type", "object");
+  sandbox_prop(cJSON_AddObjectToObject(in, "properties"), "The handle of the sandbox to end.");
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(in, "required"), cJSON_CreateString("sandbox"));
+  cJSON_AddBoolToObject(in, "additionalProperties", 0);
+  cJSON *out = cJSON_AddObjectToObject(t, "outputSchema");
+  cJSON_AddStringToObject(out, "type", "object");
+  cJSON *props = cJSON_AddObjectToObject(out, "properties");
+  prop(props, "sandbox", "string", "The handle of the sandbox that ended.");
+  prop(props, "closed", "boolean", NULL);
+  cJSON *req = cJSON_AddArrayToObject(out, "required");
+  cJSON_AddItemToArray(req, cJSON_CreateString("sandbox"));
+  cJSON_AddItemToArray(req, cJSON_CreateString("closed"));
+  annotations(t, "Close a sandbox", true);
+  return t;
+}
+
+cJSON *tools_list(const struct mcp_config *cfg, bool modern) {
   cJSON *r = cJSON_CreateObject();
   cJSON *tools = cJSON_AddArrayToObject(r, "tools");
   /* execute_javascript only where Node.js is installed (the sandbox sees
    * the host's /usr). */
   for (size_t i = 0; i < langs_count; i++)
     if (langs[i]->available(cfg))
-      cJSON_AddItemToArray(tools, tool(cfg, langs[i]));
+      cJSON_AddItemToArray(tools, tool(cfg, langs[i], modern));
+  if (modern)
+    cJSON_AddItemToArray(tools, close_tool(cfg));
   return r;
 }

@@ -17,6 +17,7 @@
 #include "common/metrics.h"
 #include "common/policy.h"
 #include "common/util.h"
+#include "fcgi/pkgtools.h"
 #include "sandbox/workspace.h"
 
 static int open_dir_at(int dirfd, const char *name, mcp_error_t *err) {
@@ -35,17 +36,38 @@ int store_prepare(const struct mcp_config *cfg, mcp_error_t *err) {
   /* The state folder is only traversable: nginx's workers reach the socket
    * folder below it, nobody lists or reads sessions but root. */
   fchmod(sfd, 0711);
-  static const char *const dirs[] = {"sessions", "pool", "trash", "runsc", "wheels", "npm", "slots", "logs", "owners"};
+  static const char *const dirs[] = {"sessions", "pool",   "trash",      "runsc",      "slots",
+                                     "logs",     "owners", PACKAGE_WORK, PACKAGE_CACHE};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
     if (mkdirat(sfd, dirs[i], 0700) < 0 && errno != EEXIST)
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", cfg->state_dir, dirs[i]);
-    /* wheels, npm: read by the unprivileged fetcher and bound into sandboxes */
-    /* wheels: listed by pip inside the sandboxes (--find-links), so
-     * readable; npm: reached by exact name only, so not listable. */
-    mode_t mode = strcmp(dirs[i], "wheels") == 0 ? 0755 : strcmp(dirs[i], "npm") == 0 ? 0711 : 0700;
+    /* package-work: package_user reaches its own folders below it */
+    mode_t mode = strcmp(dirs[i], PACKAGE_WORK) == 0 ? 0711 : 0700;
     if (fchmodat(sfd, dirs[i], mode, 0) < 0)
       return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s/%s`", cfg->state_dir, dirs[i]);
   }
+  /* The package caches are package_user's (pip and npm write them as that
+   * user); through a descriptor, never by name. */
+  struct package_user pu;
+  mcp_error_t perr = NULL;
+  cleanup_close int cfd = openat(sfd, PACKAGE_CACHE, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (package_user_get(cfg, &pu, &perr) < 0)
+    mcp_error_log_release(&perr, "state folder");
+  else if (cfd < 0 || ((geteuid() == 0 && fchown(cfd, pu.uid, pu.gid) < 0) || fchmod(cfd, 0700) < 0))
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "hand `%s/%s` to %s", cfg->state_dir, PACKAGE_CACHE,
+                    cfg->package_user);
+  /* Folders of tool runs that a stop interrupted; and the caches every
+   * session shared before (wheels/, npm/: other tenants' choices). */
+  static const char *const old[] = {PACKAGE_WORK, "wheels", "npm"};
+  for (size_t i = 0; i < ARRAY_SIZE(old); i++) {
+    mcp_error_t rerr = NULL;
+    if (remove_tree_at(sfd, old[i], &rerr) < 0)
+      mcp_error_log_release(&rerr, "state folder");
+  }
+  if (mkdirat(sfd, PACKAGE_WORK, 0711) < 0 && errno != EEXIST)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", cfg->state_dir, PACKAGE_WORK);
+  if (fchmodat(sfd, PACKAGE_WORK, 0711, 0) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s/%s`", cfg->state_dir, PACKAGE_WORK);
   return 0;
 }
 

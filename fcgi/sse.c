@@ -40,13 +40,22 @@ int sse_begin_with(struct sse *s, struct http_sink *sink, bool priming, const ch
   return put(s, ev, (size_t)n);
 }
 
+int sse_begin_modern(struct sse *s, struct http_sink *sink) {
+  int r = sse_begin_with(s, sink, false, NULL);
+  s->no_ids = true;
+  return r;
+}
+
+int sse_keepalive(struct sse *s) { return put(s, ":\n\n", 3); }
+
 int sse_send(struct sse *s, const cJSON *msg) {
   cleanup_free char *json = cJSON_PrintUnformatted(msg);
   if (json == NULL)
     return -1;
   /* cJSON escapes newlines inside strings: the data is one line. */
   char head[64];
-  int n = snprintf(head, sizeof(head), "id: %s-%u\nevent: message\ndata: ", s->prefix, s->next++);
+  int n = s->no_ids ? snprintf(head, sizeof(head), "event: message\ndata: ")
+                    : snprintf(head, sizeof(head), "id: %s-%u\nevent: message\ndata: ", s->prefix, s->next++);
   cleanup_buf struct buf ev = {0};
   if (buf_append(&ev, head, (size_t)n) < 0 || buf_append(&ev, json, strlen(json)) < 0 || buf_append(&ev, "\n\n", 2) < 0)
     return -1;

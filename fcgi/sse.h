@@ -14,6 +14,7 @@ struct sse {
   struct http_sink *sink;
   bool started;
   bool broken; /* a write failed: the client is gone */
+  bool no_ids; /* 2026-07-28: events carry no ids (streams do not resume) */
   unsigned next;
   char prefix[20];
 };
@@ -23,6 +24,10 @@ struct sse {
 int sse_begin(struct sse *s, struct http_sink *sink, bool priming);
 /* The same with extra response headers ("Name: value", NULL-terminated). */
 int sse_begin_with(struct sse *s, struct http_sink *sink, bool priming, const char *const *extra);
+/* 2026-07-28: the head and a comment; events without ids, no priming. */
+int sse_begin_modern(struct sse *s, struct http_sink *sink);
+/* A comment line (":"): keeps intermediaries and clients from timing out. */
+int sse_keepalive(struct sse *s);
 /* One JSON-RPC message as an event. */
 int sse_send(struct sse *s, const cJSON *msg);
 

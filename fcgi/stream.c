@@ -11,6 +11,7 @@
 
 #include "common/util.h"
 #include "fcgi/json_scan.h"
+#include "fcgi/modern.h"
 #include "fcgi/tools.h"
 
 #define LOG_LEVEL_FILE "log_level"
@@ -59,14 +60,18 @@ void call_stream_init(struct call_stream *cs, struct rpc_call *c, int timeout_s)
   const cJSON *tok = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
   if (cJSON_IsString(tok) || cJSON_IsNumber(tok))
     cs->progress_token = tok;
-  cs->log_min = session_log_level(c->session->dirfd);
+  cs->log_min = c->modern ? c->log_level : session_log_level(c->session->dirfd);
   /* Stream when the client takes it: progress and log lines need it. */
   if (!http_accepts(c->http->accept, "text/event-stream"))
     return;
+  cs->sse_on = true;
+  if (c->modern) {
+    sse_begin_modern(&cs->sse, c->sink);
+    return;
+  }
   const char *v = c->http->protocol_version;
   bool priming = v != NULL && strcmp(v, "2025-11-25") >= 0;
   sse_begin(&cs->sse, c->sink, priming);
-  cs->sse_on = true;
 }
 
 static void notify(struct call_stream *cs, const char *method, cJSON *params) {
@@ -86,13 +91,31 @@ static void progress(struct call_stream *cs, size_t elapsed_ms) {
   cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(cs->progress_token, 1));
   cJSON_AddNumberToObject(p, "progress", secs);
   cJSON_AddNumberToObject(p, "total", cs->timeout_s);
-  char msg[96];
-  snprintf(msg, sizeof(msg), "running: %d s of at most %d s", secs, cs->timeout_s);
-  cJSON_AddStringToObject(p, "message", msg);
+  char msg[320];
+  if (cs->last_output[0] != '\0')
+    snprintf(msg, sizeof(msg), "%d s: %s", secs, cs->last_output);
+  else
+    snprintf(msg, sizeof(msg), "running: %d s of at most %d s", secs, cs->timeout_s);
+  cs->last_output[0] = '\0';
+  cleanup_free char *text = utf8_sanitize(msg, strlen(msg));
+  cJSON_AddStringToObject(p, "message", text ? text : "");
   notify(cs, "notifications/progress", p);
 }
 
+/* modern: the newest line, for the next progress message */
+static void remember_line(struct call_stream *cs, int stream, const char *line, size_t len) {
+  if (!cs->c->modern || len == 0)
+    return;
+  size_t n = len < sizeof(cs->last_output) - 9 ? len : sizeof(cs->last_output) - 9;
+  n = utf8_valid_prefix(line, n);
+  snprintf(cs->last_output, sizeof(cs->last_output), "%s: %.*s", stream == 0 ? "stdout" : "stderr", (int)n, line);
+}
+
 static void log_line(struct call_stream *cs, int stream, const char *line, size_t len) {
+  remember_line(cs, stream, line, len);
+  int level = stream == 0 ? 1 : 3; /* info, warning */
+  if (cs->log_min < 0 || level < cs->log_min)
+    return;
   cleanup_free char *text = utf8_sanitize(line, len);
   cJSON *p = cJSON_CreateObject();
   cJSON_AddStringToObject(p, "level", stream == 0 ? "info" : "warning");
@@ -104,7 +127,7 @@ static void log_line(struct call_stream *cs, int stream, const char *line, size_
 /* Whole lines go out as they complete; a very long line in pieces. */
 static void output(struct call_stream *cs, int stream, const char *data, size_t len) {
   int level = stream == 0 ? 1 : 3; /* info, warning */
-  if (cs->log_min < 0 || level < cs->log_min)
+  if ((cs->log_min < 0 || level < cs->log_min) && !(cs->c->modern && cs->progress_token != NULL))
     return;
   struct buf *b = &cs->line[stream];
   for (size_t i = 0; i < len; i++) {
@@ -121,17 +144,43 @@ static void output(struct call_stream *cs, int stream, const char *data, size_t 
   }
 }
 
+/* modern: a client that closed its stream has cancelled the call. */
+static bool client_left(struct call_stream *cs) {
+  struct rpc_call *c = cs->c;
+  if (!c->modern || cs->cancelled || !((cs->sse_on && cs->sse.broken) || http_peer_gone(c->sink)))
+    return cs->cancelled;
+  cs->cancelled = true;
+  cleanup_free char *id = cJSON_PrintUnformatted(c->id);
+  mcp_error_t err = NULL;
+  if (id != NULL && sandbox_cancel(c->session->dirfd, id, &err) < 0)
+    mcp_error_release(&err); /* nothing runs to cancel */
+  return true;
+}
+
+static void keepalive(struct call_stream *cs, size_t elapsed_ms) {
+  int secs = (int)(elapsed_ms / 1000);
+  if (!cs->c->modern || secs <= cs->last_keepalive)
+    return;
+  cs->last_keepalive = secs;
+  sse_keepalive(&cs->sse);
+}
+
 void call_stream_event(void *opaque, int type, const char *data, size_t len) {
   struct call_stream *cs = opaque;
-  if (!cs->sse_on || cs->sse.broken)
-    return; /* a client that left does not stop the call */
-  if (type == 'T')
+  if (client_left(cs) || !cs->sse_on || cs->sse.broken)
+    return; /* 2025: a client that left does not stop the call */
+  if (type == 'T') {
     progress(cs, len);
-  else if (type == 'O' || type == 'E')
+    keepalive(cs, len);
+    client_left(cs);
+  } else if (type == 'O' || type == 'E')
     output(cs, type == 'O' ? 0 : 1, data, len);
 }
 
 int call_stream_finish(struct call_stream *cs, bool cancelled) {
+  cancelled = cancelled || cs->cancelled;
+  if (cs->c->modern && !cancelled)
+    modern_decorate(cs->c);
   for (int i = 0; i < 2; i++) {
     if (cs->sse_on && cs->line[i].len > 0 && !cancelled)
       log_line(cs, i, cs->line[i].data, cs->line[i].len);

@@ -1,4 +1,10 @@
-/* A tools/call answered as a stream (see stream.c). */
+/* A tools/call answered as a stream (see stream.c).  In the 2026-07-28 era
+ * (c->modern) the stream has no priming event and no event ids, log lines
+ * go out only when the request's _meta set a level, a comment keeps it
+ * alive about once a second, progress messages carry the newest output
+ * line, and a client that goes away (a failed write, or its connection
+ * closed) cancels the call: every process of it is killed and nothing more
+ * is sent. */
 #ifndef MCP_STREAM_H
 #define MCP_STREAM_H
 
@@ -17,7 +23,10 @@ struct call_stream {
   int log_min;                 /* the session's log level index, -1: none set */
   int timeout_s;
   int last_progress;
-  struct buf line[2]; /* partial stdout and stderr lines */
+  int last_keepalive;    /* modern: seconds, for a comment about once a second */
+  bool cancelled;        /* modern: the client went away and the call was cancelled */
+  char last_output[256]; /* modern: the newest whole output line, for progress messages */
+  struct buf line[2];    /* partial stdout and stderr lines */
 };
 
 /* Decide how to answer; when the client accepts SSE, send the head now. */

@@ -2,17 +2,23 @@
 
 #include "fcgi/tools.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/metrics.h"
 #include "common/util.h"
 #include "fcgi/audit.h"
 #include "fcgi/egress.h"
 #include "fcgi/files.h"
+#include "fcgi/handles.h"
 #include "fcgi/json_scan.h"
 #include "fcgi/stream.h"
+#include "sandbox/bundle.h"
 
 /* Beyond a call's own limits: a sandbox start and the supervisor's grace
  * (call.c), and the time a client gets to take the answer. */
@@ -50,8 +56,8 @@ static int parse_env(const cJSON *env, mcp_error_t *err) {
   return 0;
 }
 
-static const char *const arg_names[] = {"code", "packages", "env_variables", "timeout_seconds", "files",
-                                        "egress_allow"};
+static const char *const arg_names[] = {"code",  "packages", "env_variables", "timeout_seconds",
+                                        "files", "sandbox",  "egress_allow"};
 
 static int check_names(const cJSON *args, mcp_error_t *err) {
   const cJSON *it;
@@ -60,10 +66,11 @@ static int check_names(const cJSON *args, mcp_error_t *err) {
     for (size_t i = 0; i < ARRAY_SIZE(arg_names) && !known; i++)
       known = strcmp(it->string, arg_names[i]) == 0;
     if (!known)
-      return mcp_fail_public(err, MCP_ERR_INVALID,
-                             "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds, "
-                             "files, egress_allow",
-                             it->string);
+      return mcp_fail_public(
+          err, MCP_ERR_INVALID,
+          "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds, files, "
+          "sandbox, egress_allow",
+          it->string);
   }
   return 0;
 }
@@ -100,7 +107,10 @@ int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const
                            (unsigned long long)cfg->max_code);
   out->code = code->valuestring;
   const cJSON *env = given(args, "env_variables"), *to = given(args, "timeout_seconds");
-  const cJSON *files = given(args, "files"), *pk = given(args, "packages");
+  const cJSON *files = given(args, "files"), *pk = given(args, "packages"), *sb = given(args, "sandbox");
+  if (sb != NULL && !cJSON_IsString(sb))
+    return mcp_fail_public(err, MCP_ERR_INVALID, "sandbox must be a string: a handle an earlier call returned");
+  out->sandbox = sb != NULL ? sb->valuestring : NULL;
   if ((env != NULL && parse_env(env, err) < 0) || (to != NULL && parse_timeout(cfg, to, &out->timeout_s, err) < 0) ||
       (files != NULL && files_validate(cfg, files, err) < 0) || (pk != NULL && lang->packages_validate(pk, err) < 0))
     return -1;
@@ -114,14 +124,45 @@ int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const
   return 0;
 }
 
-/* Requirements installed in this session, one per line (session folder,
- * outside the workspace): asking again for them needs no download. */
+/* The specs, sorted, one per line: how a set is written down. */
+static char *set_text(const cJSON *packages) {
+  const char *v[64];
+  size_t n = 0;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, packages) {
+    if (n < ARRAY_SIZE(v))
+      v[n++] = p->valuestring;
+  }
+  for (size_t i = 1; i < n; i++) /* insertion sort: a few dozen at most */
+    for (size_t j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
+      const char *t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+  struct buf b = {0};
+  for (size_t i = 0; i < n; i++)
+    if (buf_append(&b, v[i], strlen(v[i])) < 0 || buf_append(&b, "\n", 1) < 0) {
+      buf_free(&b);
+      return NULL;
+    }
+  char *text = xstrndup(b.data ? b.data : "", b.len);
+  buf_free(&b);
+  return text;
+}
+
+/* What the session installed (session folder, outside the workspace):
+ * asking again for it needs no resolution.  Python: every spec asked for
+ * is a line; JavaScript: the file is the set copied in last. */
 static bool all_installed(struct session *s, const struct lang *lang, const cJSON *packages) {
   cleanup_free char *text = NULL;
   mcp_error_t err = NULL;
   if (read_file_at(s->dirfd, lang->installed_file, 1 << 20, &text, NULL, &err) < 0) {
     mcp_error_release(&err);
     return false;
+  }
+  if (lang->installed_is_set) {
+    cleanup_free char *set = set_text(packages);
+    return set != NULL && strcmp(set, text) == 0;
   }
   const cJSON *p;
   cJSON_ArrayForEach(p, packages) {
@@ -138,9 +179,15 @@ static bool all_installed(struct session *s, const struct lang *lang, const cJSO
 static void remember_packages(struct session *s, const struct lang *lang, const cJSON *packages) {
   if (all_installed(s, lang, packages))
     return;
+  mcp_error_t err = NULL;
+  if (lang->installed_is_set) {
+    cleanup_free char *set = set_text(packages);
+    if (set != NULL && write_file_atomic(s->dirfd, lang->installed_file, set, strlen(set), 0600, &err) < 0)
+      mcp_error_log_release(&err, "packages");
+    return;
+  }
   cleanup_free char *text = NULL;
   size_t len = 0;
-  mcp_error_t err = NULL;
   if (read_file_at(s->dirfd, lang->installed_file, 1 << 20, &text, &len, &err) < 0)
     mcp_error_release(&err);
   cleanup_buf struct buf b = {0};
@@ -154,16 +201,54 @@ static void remember_packages(struct session *s, const struct lang *lang, const 
     mcp_error_log_release(&err, "packages");
 }
 
-/* Fetch what the session does not have yet (langs.h: packages_fetch);
- * -1 with c->result set when that fails. */
-static int fetch_packages(struct rpc_call *c, const struct code_args *ca, char stage[33]) {
-  stage[0] = '\0';
-  if (!ca->lang->fetch_when_installed && all_installed(c->session, ca->lang, ca->packages))
+/* The session's record is wrong (the code removed what was installed). */
+static void forget_packages(struct session *s, const struct lang *lang) { unlinkat(s->dirfd, lang->installed_file, 0); }
+
+/* The call's folder of resolved packages: <session>/packages/c-<16 hex>,
+ * root's, which the session's sandbox sees at /opt/mcp/packages/<name>. */
+static int call_folder(struct session *s, char name[24], mcp_error_t *err) {
+  if (mkdirat(s->dirfd, SESSION_PACKAGES_DIR, 0755) < 0 && errno != EEXIST)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir %s", SESSION_PACKAGES_DIR);
+  cleanup_close int pfd = openat(s->dirfd, SESSION_PACKAGES_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (pfd < 0 || fchmod(pfd, 0755) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", SESSION_PACKAGES_DIR);
+  char rnd[33];
+  random_hex32(rnd);
+  snprintf(name, 24, "c-%.16s", rnd);
+  if (mkdirat(pfd, name, 0755) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir %s/%s", SESSION_PACKAGES_DIR, name);
+  int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 || fchmod(fd, 0755) < 0) {
+    int e = errno;
+    if (fd >= 0)
+      close(fd);
+    return mcp_fail(err, MCP_ERR_INTERNAL, e, "open %s/%s", SESSION_PACKAGES_DIR, name);
+  }
+  return fd;
+}
+
+static void call_folder_remove(struct session *s, const char *name) {
+  if (name[0] == '\0')
+    return;
+  cleanup_close int pfd = openat(s->dirfd, SESSION_PACKAGES_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  mcp_error_t err = NULL;
+  if (pfd >= 0 && remove_tree_at(pfd, name, &err) < 0)
+    mcp_error_log_release(&err, "packages: the call's folder");
+}
+
+/* Resolve what the session does not have yet into the call's folder
+ * (named in dir; empty when nothing was fetched); -1 with c->result set
+ * when that fails. */
+static int fetch_packages(struct rpc_call *c, const struct code_args *ca, char dir[24]) {
+  dir[0] = '\0';
+  if (all_installed(c->session, ca->lang, ca->packages))
     return 0;
   mcp_error_t err = NULL;
-  if (ca->lang->packages_fetch(c->ctx->cfg, ca->packages, stage, &err) == 0)
+  cleanup_close int dfd = call_folder(c->session, dir, &err);
+  if (dfd >= 0 && ca->lang->packages_fetch(c->ctx->cfg, ca->packages, dfd, &err) == 0)
     return 0;
-  stage[0] = '\0';
+  call_folder_remove(c->session, dir);
+  dir[0] = '\0';
   if (err->kind != MCP_ERR_INVALID) {
     mcp_error_log_release(&err, "packages");
     c->result = tool_error_result("The packages could not be fetched (internal error); the code did not run.");
@@ -213,6 +298,96 @@ static void account(struct rpc_call *c, const struct code_args *pa, const struct
   audit_call(c, &e);
 }
 
+/* The call's answer: the sandbox named in it (modern), then sent. */
+static int finish(struct rpc_call *c, struct call_stream *cs, bool cancelled) {
+  handles_note(c);
+  return call_stream_finish(cs, cancelled);
+}
+
+static int execute(struct rpc_call *c, const struct lang *lang, const struct code_args *ca, int64_t started) {
+  /* The responder may spend this long on the call; past it, a client that
+   * has not taken its answer is cut off (responder.c's watchdog). */
+  const struct mcp_config *cfg = c->ctx->cfg;
+  mcp_error_t err = NULL;
+  int64_t budget_s = (int64_t)cfg->busy_wait + ca->timeout_s + cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S +
+                     (ca->packages != NULL ? cfg->package_timeout : 0);
+  http_set_deadline(c->sink, now_ms() + budget_s * 1000);
+  struct call_stream cs;
+  call_stream_init(&cs, c, ca->timeout_s);
+  /* The call's network: the deployment's policy, the token's, narrowed
+   * by the call's egress_allow (fcgi/egress.h). */
+  struct egress_plan plan;
+  if (egress_plan_for(cfg, c->http->token_id, ca->egress_given ? ca->egress_allow : NULL, &plan, &err) < 0) {
+    c->result = tool_error_result(mcp_error_public(err));
+    if (err->kind != MCP_ERR_INVALID)
+      mcp_error_log_release(&err, "egress");
+    mcp_error_release(&err);
+    account(c, ca, NULL, OUTCOME_REFUSED, started);
+    return finish(c, &cs, false);
+  }
+  char rpc_id[300], key[33] = "", dir[24] = "";
+  rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
+  if (ca->packages != NULL && lang->packages_key != NULL && lang->packages_key(ca->packages, key) < 0)
+    key[0] = '\0';
+  struct call_result res;
+  /* A session whose workspace lost what it installed (its code removed
+   * it) is told so by the executor: then the packages are resolved, and
+   * the call (whose code did not run) is made again, once. */
+  for (int attempt = 0;; attempt++) {
+    if (ca->packages != NULL && fetch_packages(c, ca, dir) < 0) {
+      account(c, ca, NULL, OUTCOME_REFUSED, started);
+      return finish(c, &cs, false);
+    }
+    struct call_request req = {.code = ca->code,
+                               .egress = &plan,
+                               .env = ca->env,
+                               .files = ca->files,
+                               .packages = lang->packages_in_request ? ca->packages : NULL,
+                               .language = lang->name,
+                               .npm_stage = key[0] ? key : NULL,
+                               .package_dir = dir[0] ? dir : NULL,
+                               .rpc_id = rpc_id,
+                               .token = c->http->token_id,
+                               .timeout_s = ca->timeout_s};
+    int r = sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err);
+    call_folder_remove(c->session, dir);
+    if (r < 0) {
+      c->result = tool_error_result(mcp_error_public(err));
+      bool busy = err->kind == MCP_ERR_BUSY || err->kind == MCP_ERR_CAPACITY;
+      if (!busy)
+        mcp_error_log_release(&err, "tools/call");
+      mcp_error_release(&err);
+      account(c, ca, NULL, busy ? OUTCOME_BUSY : OUTCOME_SANDBOX, started);
+      call_result_free(&res);
+      return finish(c, &cs, false);
+    }
+    if (!res.packages_missing || dir[0] != '\0' || attempt > 0)
+      break;
+    forget_packages(c->session, lang);
+    call_result_free(&res);
+  }
+  res.timeout_s = ca->timeout_s;
+  if (ca->packages != NULL && !res.install_error && !res.input_error && !res.sandbox_lost)
+    remember_packages(c->session, lang, ca->packages);
+  c->result = call_tool_result(c->ctx->cfg, &res);
+  bool cancelled = res.cancelled;
+  if (c->result == NULL)
+    rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+  else
+    res.files_bytes = results_add_outputs(c);
+  account(c, ca, &res, result_outcome(&res), started);
+  call_result_free(&res);
+  return finish(c, &cs, cancelled);
+}
+
+/* The sandbox of the call: a handle's, a new one (modern), or the
+ * session's own (2025). */
+static int bind_sandbox(struct rpc_call *c, const struct code_args *ca, struct session *s) {
+  if (c->modern)
+    return handles_bind(c, ca->sandbox, s);
+  return handles_check_own(c, ca->sandbox);
+}
+
 static int run_code(struct rpc_call *c, const struct lang *lang, const cJSON *args) {
   int64_t started = now_ms();
   struct code_args ca;
@@ -226,62 +401,15 @@ static int run_code(struct rpc_call *c, const struct lang *lang, const cJSON *ar
     account(c, &none, NULL, OUTCOME_REFUSED, started);
     return 0;
   }
-  /* The responder may spend this long on the call; past it, a client that
-   * has not taken its answer is cut off (responder.c's watchdog). */
-  const struct mcp_config *cfg = c->ctx->cfg;
-  int64_t budget_s = (int64_t)cfg->busy_wait + ca.timeout_s + cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S +
-                     (ca.packages != NULL ? cfg->package_timeout : 0);
-  http_set_deadline(c->sink, now_ms() + budget_s * 1000);
-  struct call_stream cs;
-  call_stream_init(&cs, c, ca.timeout_s);
-  char npm_stage[33] = "";
-  if (ca.packages != NULL && fetch_packages(c, &ca, npm_stage) < 0) {
+  struct session s;
+  if (bind_sandbox(c, &ca, &s) < 0) {
     account(c, &ca, NULL, OUTCOME_REFUSED, started);
-    return call_stream_finish(&cs, false);
+    return 0;
   }
-  struct egress_plan plan;
-  if (egress_plan_for(cfg, c->http->token_id, ca.egress_given ? ca.egress_allow : NULL, &plan, &err) < 0) {
-    c->result = tool_error_result(mcp_error_public(err));
-    if (err->kind != MCP_ERR_INVALID)
-      mcp_error_log_release(&err, "egress");
-    mcp_error_release(&err);
-    account(c, &ca, NULL, OUTCOME_REFUSED, started);
-    return call_stream_finish(&cs, false);
-  }
-  char rpc_id[300];
-  rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
-  struct call_request req = {.egress = &plan,.code = ca.code,
-                             .env = ca.env,
-                             .files = ca.files,
-                             .packages = lang->packages_in_request ? ca.packages : NULL,
-                             .language = lang->name,
-                             .npm_stage = npm_stage[0] ? npm_stage : NULL,
-                             .rpc_id = rpc_id,
-                             .token = c->http->token_id,
-                             .timeout_s = ca.timeout_s};
-  struct call_result res;
-  if (sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err) < 0) {
-    c->result = tool_error_result(mcp_error_public(err));
-    bool busy = err->kind == MCP_ERR_BUSY || err->kind == MCP_ERR_CAPACITY;
-    if (!busy)
-      mcp_error_log_release(&err, "tools/call");
-    mcp_error_release(&err);
-    account(c, &ca, NULL, busy ? OUTCOME_BUSY : OUTCOME_SANDBOX, started);
-    call_result_free(&res);
-    return call_stream_finish(&cs, false);
-  }
-  res.timeout_s = ca.timeout_s;
-  if (ca.packages != NULL && !res.install_error && !res.input_error && !res.sandbox_lost)
-    remember_packages(c->session, lang, ca.packages);
-  c->result = call_tool_result(c->ctx->cfg, &res);
-  bool cancelled = res.cancelled;
-  if (c->result == NULL)
-    rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
-  else
-    res.files_bytes = results_add_outputs(c);
-  account(c, &ca, &res, result_outcome(&res), started);
-  call_result_free(&res);
-  return call_stream_finish(&cs, cancelled);
+  int r = execute(c, lang, &ca, started);
+  if (c->modern)
+    handles_release(c);
+  return r;
 }
 
 int tools_call(struct rpc_call *c) {
@@ -294,6 +422,8 @@ int tools_call(struct rpc_call *c) {
   const struct lang *lang = lang_by_tool(name->valuestring);
   if (lang != NULL && lang->available(c->ctx->cfg))
     return run_code(c, lang, args);
+  if (c->modern && strcmp(name->valuestring, CLOSE_SANDBOX) == 0)
+    return handles_close(c, args);
   return rpc_fail(c, RPC_INVALID_PARAMS, "Unknown tool: %.100s", name->valuestring);
 }
 

@@ -11,13 +11,15 @@
 #include "fcgi/langs.h"
 #include "fcgi/rpc.h"
 
+#define CLOSE_SANDBOX "close_sandbox" /* the modern era's tool that ends a sandbox */
 #define MAX_ENV_VARS 256
 #define MAX_ENV_NAME 256
 #define MAX_ENV_VALUE 32768
 
 /* The result of tools/list: one tool per language of fcgi/langs.c that
- * this host can run. */
-cJSON *tools_list(const struct mcp_config *cfg);
+ * this host can run, in that order; modern (2026-07-28): with the texts of
+ * that era and close_sandbox last. */
+cJSON *tools_list(const struct mcp_config *cfg, bool modern);
 /* tools/call: 0 with c->result set (tool failures are results with
  * isError), -1 with c->error_* for protocol errors (unknown tool). */
 int tools_call(struct rpc_call *c);
@@ -31,8 +33,9 @@ struct code_args {
   const cJSON *env;
   const cJSON *packages;
   const cJSON *files;
+  const char *sandbox; /* the `sandbox` argument, or NULL */
   int timeout_s;
-  bool egress_given;                       /* the call narrowed its egress policy ... */
+  bool egress_given;                      /* the call narrowed its egress policy ... */
   char egress_allow[EGRESS_LIST_MAX + 1]; /* ... to these hosts (fcgi/egress.h) */
 };
 /* 0, or MCP_ERR_INVALID with a sentence for the client. */

@@ -148,10 +148,10 @@ static int build_mounts(cJSON *root, const struct bundle_spec *s) {
     return -1;
   if (s->preload_lib != NULL && add_bind_ro(m, SANDBOX_PRELOAD, s->preload_lib) < 0)
     return -1;
-  /* Downloaded wheels, shared by all sessions, never writable by any. */
-  if (s->wheels != NULL && add_bind_ro(m, SANDBOX_WHEELS, s->wheels) < 0)
-    return -1;
-  if (s->npm != NULL && add_bind_ro(m, SANDBOX_NPM, s->npm) < 0)
+  /* What the host resolved for this session's calls: its own folder,
+   * never another session's, never writable inside (the host adds each
+   * call's folder while the sandbox runs: a bind mount shows that). */
+  if (s->packages != NULL && add_bind_ro(m, SANDBOX_PACKAGES, s->packages) < 0)
     return -1;
   /* Read-only: the host puts the egress relay's socket there (connecting
    * to it needs runsc --host-uds=open), the sandbox changes nothing. */
@@ -285,18 +285,27 @@ int rootfs_prepare(const char *path, int uid, int gid, mcp_error_t *err) {
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", path);
   if (fchmod(root, 0755) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "chmod `%s`", path);
-  /* Mount points among them: the executor's folder, the wheels, the npm
-   * trees, the egress folder. */
-  static const char *const dirs[] = {"usr",     "etc",
-                                     "work",    "tmp",
-                                     "dev",     "proc",
-                                     "sys",     "opt",
-                                     "opt/mcp", "opt/mcp/executor",
-                                     "opt/mcp/wheels", "opt/mcp/npm",
-                                     "opt/mcp/egress", "root"};
+  /* Mount points among them: the executor's folder, the session's packages,
+   * the egress folder. */
+  static const char *const dirs[] = {"usr",
+                                     "etc",
+                                     "work",
+                                     "tmp",
+                                     "dev",
+                                     "proc",
+                                     "sys",
+                                     "opt",
+                                     "opt/mcp",
+                                     "opt/mcp/executor",
+                                     "opt/mcp/packages",
+                                     "opt/mcp/egress",
+                                     "root"};
   for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
     if (mkdir_at(root, dirs[i], 0755, err) < 0)
       return -1;
+  /* The mount points of the caches all sessions shared before (empty). */
+  unlinkat(root, "opt/mcp/wheels", AT_REMOVEDIR);
+  unlinkat(root, "opt/mcp/npm", AT_REMOVEDIR);
   static const char *const links[][2] = {
       {"usr/bin", "bin"}, {"usr/lib", "lib"}, {"usr/lib64", "lib64"}, {"usr/sbin", "sbin"}, {"usr/lib32", "lib32"}};
   for (size_t i = 0; i < ARRAY_SIZE(links); i++)

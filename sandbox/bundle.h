@@ -18,8 +18,10 @@
 #define SANDBOX_EXECUTOR "/opt/mcp/executor" /* a folder: python3 runs its __main__.py */
 #define SANDBOX_PRELOAD "/opt/mcp/libmcpstatx.so"
 #define SANDBOX_WORKDIR "/work"
-#define SANDBOX_WHEELS "/opt/mcp/wheels"
-#define SANDBOX_NPM "/opt/mcp/npm"
+/* The session's own resolved packages: <session>/packages (one folder per
+ * call, fcgi/pkgtools.h), bound read-only here in that session's sandbox only. */
+#define SANDBOX_PACKAGES "/opt/mcp/packages"
+#define SESSION_PACKAGES_DIR "packages"
 #define SANDBOX_EGRESS "/opt/mcp/egress" /* the session's egress folder: the relay's socket (sandbox/egress.h) */
 
 struct bundle_spec {
@@ -27,8 +29,7 @@ struct bundle_spec {
   const char *workspace;       /* the session's workspace (host path) */
   const char *executor;        /* host path of the executor folder (__main__.py, mcp_executor/) */
   const char *preload_lib;     /* host path of libmcpstatx.so, or NULL */
-  const char *wheels;          /* host path of the wheel cache, or NULL */
-  const char *npm;             /* host path of the installed npm trees, or NULL */
+  const char *packages;        /* host path of the session's packages folder, or NULL */
   const char *egress;          /* host path of the session's egress folder, or NULL */
   const char *python;          /* interpreter inside the sandbox */
   const char *preload_modules; /* imported by the executor before its first call */

@@ -44,7 +44,7 @@ struct egress_conn {
   struct pump down; /* to the sandbox */
   char host[EGRESS_HOST_MAX + 3];
   int port;
-  int local_port; /* registered in conns/ while > 0 */
+  int local_port;    /* registered in conns/ while > 0 */
   char answer[1024]; /* the start of the proxy's answer */
   size_t answer_len;
   const char *verdict; /* set here (limits, refusals), else taken from the answer */
@@ -152,8 +152,8 @@ static void hit_limit(struct egress *e, struct egress_conn *c, const char *which
 
 /* Answer the sandbox with an HTTP error and end the connection. */
 static void answer(struct egress_conn *c, int status, const char *text, const char *verdict, const char *reason) {
-  static const char *const titles[] = {[0] = "Bad Request", [1] = "Forbidden", [2] = "Request Timeout",
-                                       [3] = "Too Many Requests", [4] = "Bad Gateway"};
+  static const char *const titles[] = {
+      [0] = "Bad Request", [1] = "Forbidden", [2] = "Request Timeout", [3] = "Too Many Requests", [4] = "Bad Gateway"};
   int t = status == 403 ? 1 : status == 408 ? 2 : status == 429 ? 3 : status == 502 ? 4 : 0;
   char body[400];
   int bl = snprintf(body, sizeof(body), "egress %s: %s\n", verdict, text);

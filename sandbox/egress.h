@@ -33,10 +33,10 @@
 #include "common/egress.h"
 #include "common/settings.h"
 
-#define EGRESS_DIR "egress"          /* in the session folder; /opt/mcp/egress inside */
-#define EGRESS_SOCKET "proxy.sock"   /* in it */
+#define EGRESS_DIR "egress"        /* in the session folder; /opt/mcp/egress inside */
+#define EGRESS_SOCKET "proxy.sock" /* in it */
 #define EGRESS_CA_BUNDLE "ca-bundle.pem"
-#define EGRESS_CONNS_MAX 64          /* the most egress_connections may be */
+#define EGRESS_CONNS_MAX 64 /* the most egress_connections may be */
 #define EGRESS_POLL_MAX (1 + 2 * EGRESS_CONNS_MAX)
 
 struct egress_conn;
@@ -44,9 +44,9 @@ struct egress_conn;
 struct egress {
   const struct mcp_config *cfg;
   int session_dirfd;
-  int listen_fd;   /* -1 until the first call with egress */
-  int conns_dirfd; /* <state>/egress/conns, -1 until needed */
-  bool on;         /* the running call has egress */
+  int listen_fd;                         /* -1 until the first call with egress */
+  int conns_dirfd;                       /* <state>/egress/conns, -1 until needed */
+  bool on;                               /* the running call has egress */
   char policy[2 * EGRESS_LIST_MAX + 32]; /* the text of conns/<port> */
   char token[72];
   char session[96];

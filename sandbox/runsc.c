@@ -91,14 +91,22 @@ int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err
 static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_error_t *err) {
   const struct mcp_config *cfg = ctx->cfg;
   char rootfs[PATH_MAX], workspace[PATH_MAX], executor[PATH_MAX], preload[PATH_MAX], cgpath[256];
-  char wheels[PATH_MAX], npm[PATH_MAX], egress[PATH_MAX];
+  char packages[PATH_MAX], egress[PATH_MAX];
   if (snprintf(bundle, size, "%s/bundle", ctx->dir) >= (int)size ||
       snprintf(rootfs, sizeof(rootfs), "%s/rootfs", cfg->state_dir) >= (int)sizeof(rootfs) ||
       snprintf(workspace, sizeof(workspace), "%s/work", ctx->dir) >= (int)sizeof(workspace) ||
       snprintf(executor, sizeof(executor), "%s/executor", cfg->libexec_dir) >= (int)sizeof(executor) ||
       snprintf(preload, sizeof(preload), "%s/libmcpstatx.so", cfg->libexec_dir) >= (int)sizeof(preload) ||
+      snprintf(packages, sizeof(packages), "%s/" SESSION_PACKAGES_DIR, ctx->dir) >= (int)sizeof(packages) ||
       snprintf(egress, sizeof(egress), "%s/egress", ctx->dir) >= (int)sizeof(egress))
     return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "bundle paths");
+  /* The session's packages folder (root's; each call's resolved packages
+   * come and go in it while the sandbox runs). */
+  if (mkdir(packages, 0755) < 0 && errno != EEXIST)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s`", packages);
+  cleanup_close int pfd = open(packages, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (pfd < 0 || fchmod(pfd, 0755) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", packages);
   if (mkdir(bundle, 0700) < 0 && errno != EEXIST)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s`", bundle);
   cleanup_close int bfd = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -109,8 +117,7 @@ static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_
       .workspace = workspace,
       .executor = executor,
       .preload_lib = access(preload, R_OK) == 0 ? preload : NULL,
-      .wheels = config_path(cfg, wheels, sizeof(wheels), "wheels") == 0 && access(wheels, R_OK) == 0 ? wheels : NULL,
-      .npm = config_path(cfg, npm, sizeof(npm), "npm") == 0 && access(npm, R_OK) == 0 ? npm : NULL,
+      .packages = packages,
       .egress = cfg->egress_proxy[0] != '\0' && access(egress, R_OK) == 0 ? egress : NULL,
       .python = cfg->python,
       .preload_modules = cfg->preload_modules,

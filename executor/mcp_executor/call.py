@@ -177,6 +177,7 @@ def result(args, req, watch, said, t0, limit):
     res = {
         "input_error": said.input_failed,
         "install_error": said.install_failed,
+        "packages_missing": said.packages_missing,
         "workspace_full": full,
         "duration_ms": int((time.monotonic() - t0) * 1000),
         "timed_out": watch.timed_out,

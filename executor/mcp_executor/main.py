@@ -11,6 +11,7 @@ import sys
 
 from .call import run_call
 from .limits import set_dumpable
+from .processes import clear_scratch
 from .protocol import ACCEPTED, DONE, READY, REQUEST, FrameReader, write_frame
 from .spare import prepare_spare
 from .state import Args, State
@@ -56,6 +57,7 @@ def serve(st, reader, wake_r):
             # A preloaded template module could shadow what was just
             # installed: start over as a fresh interpreter (still PID 1),
             # with the same command line (python3 -I -B <folder> ...).
+            clear_scratch(st.args)
             os.execv(sys.executable, sys.orig_argv)
         import_modules(st, [name for name in said.learned if name in st.args.learn])
         # The next call's child is forked once this call's answer has had
@@ -64,6 +66,10 @@ def serve(st, reader, wake_r):
         # that comes first is served at once (forking on demand).
         if not reader.buf and not select.select([0], [], [], SPARE_DELAY)[0]:
             prepare_spare(st)  # after the imports: the spare has them too
+        # /tmp and /dev/shm do not persist: emptied before the next request
+        # is read, after the spare's fork (which the next call waits for
+        # more often than for this).
+        clear_scratch(st.args)
 
 
 def import_modules(st, names):

@@ -18,7 +18,7 @@ import os
 
 from . import status
 from .limits import enter_call
-from .packages import copy_node_modules
+from .packages import call_folder, copy_node_modules
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NODE = "/usr/bin/node"
@@ -71,7 +71,7 @@ def run_javascript(args, req):
     then become Node.js running the code (does not return)."""
     if req.get("npm_stage"):
         try:
-            copy_node_modules(args.workdir, req["npm_stage"])
+            copy_node_modules(args.workdir, req["npm_stage"], call_folder(req))
         except Exception as e:
             os.write(2, ("package installation failed: %s\n" % (e,)).encode())
             status.write(status.INSTALL_FAILED)

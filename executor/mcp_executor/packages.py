@@ -1,15 +1,38 @@
-"""Packages, in a call's child as the sandbox user: pip installs from the
-read-only wheel cache (no index, no builds) into the workspace's user site,
-and npm trees the host installed are copied into its node_modules.
+"""Packages, in a call's child as the sandbox user: pip installs the wheels
+the host resolved for this call (no index, no builds) into the workspace's
+user site, and the npm tree the host installed for it is copied into its
+node_modules.  Both come from the call's own folder below /opt/mcp/packages
+(the session's, read-only; no other session's packages are there).  When
+the host resolved nothing (the session had installed these before) and the
+workspace no longer has them, the child says so (packages-missing) and the
+host resolves them and makes the call again.
 """
 
 import os
+import re
 import sys
 
 from . import status
 
-WHEELS = "/opt/mcp/wheels"
-NPM = "/opt/mcp/npm"
+PACKAGES = "/opt/mcp/packages"
+
+
+def call_folder(req):
+    """/opt/mcp/packages/<the call's folder>, or None when the host resolved
+    nothing for this call."""
+    name = req.get("package_dir")
+    if not isinstance(name, str) or not re.fullmatch(r"c-[0-9a-f]{16}", name):
+        return None
+    return os.path.join(PACKAGES, name)
+
+
+def missing():
+    """The packages are not in the workspace and the host fetched none: the
+    code does not run; the host resolves them and calls again."""
+    status.write(status.PACKAGES_MISSING)
+    status.write(status.INSTALL_FAILED)
+    os.write(2, b"package installation failed: the packages are no longer in the workspace\n")
+    os._exit(125)
 
 
 def add_user_site():
@@ -45,14 +68,17 @@ def satisfied(requirements):
     return True
 
 
-def install_packages(requirements, user_site):
-    """Install from the read-only wheel cache only: no index, no builds."""
+def install_packages(requirements, user_site, wheels):
+    """Install from the wheels the host resolved for this call (the folder
+    `wheels`, None when it resolved none): no index, no builds."""
     import importlib
     import subprocess
 
     if satisfied(requirements):
         return True
-    cmd = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", WHEELS, "--only-binary=:all:",
+    if wheels is None:
+        missing()
+    cmd = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", wheels, "--only-binary=:all:",
            "--user", "--break-system-packages", "--disable-pip-version-check", "--no-warn-script-location",
            "--progress-bar", "off", "--"] + list(requirements)
     status.write(status.PACKAGES_CHANGED)
@@ -69,21 +95,24 @@ def install_packages(requirements, user_site):
     return True
 
 
-def copy_node_modules(workdir, stage):
-    """Copy an installed npm tree (read-only, shared) into the workspace's
+def copy_node_modules(workdir, stage, folder):
+    """Copy the npm tree the host installed for this call (folder: its
+    read-only folder, None when it installed none) into the workspace's
     node_modules, replacing the packages it holds; a scope (@x) is merged
-    one level down."""
-    src = os.path.join(NPM, stage, "node_modules")
-    if not stage.isalnum() or not os.path.isdir(src):
-        raise OSError(2, "the installed packages are not available")
+    one level down.  stage names the set of specs."""
     dst = os.path.join(workdir, "node_modules")
     marker = os.path.join(dst, ".mcp-stage")
     try:
         with open(marker) as f:
-            if f.read().strip() == stage:
+            if f.read().strip() == stage and folder is None:
                 return  # this very set was the last one copied in
     except OSError:
         pass
+    if folder is None:
+        missing()
+    src = os.path.join(folder, "node_modules")
+    if not stage.isalnum() or not os.path.isdir(src):
+        raise OSError(2, "the installed packages are not available")
     os.makedirs(dst, exist_ok=True)
     for entry in os.listdir(src):
         if entry == ".mcp-stage":

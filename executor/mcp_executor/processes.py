@@ -6,7 +6,14 @@ gVisor has not torn down yet is killed and reaped again.
 
 import os
 import signal
+import stat
 import time
+
+from .limits import set_dumpable
+
+SCRATCH = ("/tmp", "/dev/shm")
+CLEAR_SECONDS = 30  # at most this long emptying them after a call
+DEEP = 32  # a folder deeper than this is moved up and emptied on a later pass
 
 
 def kill_everything(args, pid):
@@ -55,3 +62,83 @@ def reap_leftovers(args, keep):
             except OSError:
                 pass
         time.sleep(0.002)
+
+
+def clear_scratch(args):
+    """After a call, once its processes are gone: empty /tmp and /dev/shm
+    (they do not persist between calls, and hold sandbox memory while the
+    session idles).  Only what the sandbox user made can be there, in
+    sticky folders the executor (root without CAP_FOWNER) may not empty:
+    it does so with the sandbox user's effective ids (no fork: a fork of
+    PID 1 costs the next call more than this), back to root at the end,
+    never following a link.  Nothing to do (the usual case) costs two
+    listings."""
+    if os.getpid() != 1 or args.direct:
+        return
+    try:
+        if not any(os.listdir(d) for d in SCRATCH):
+            return
+    except OSError:
+        return
+    deadline = time.monotonic() + CLEAR_SECONDS
+    os.setegid(args.gid)
+    os.seteuid(args.uid)
+    try:
+        for d in SCRATCH:
+            empty_folder(d, deadline)
+    except (OSError, TimeoutError):
+        pass
+    finally:
+        # root's effective ids again (its capabilities come back with them);
+        # still not dumpable (a change of ids may reset that)
+        os.seteuid(0)
+        os.setegid(0)
+        set_dumpable(False)
+
+
+def empty_folder(path, deadline):
+    """Remove everything below path (as its entries' owner): folders without
+    permissions get them back, links are removed, never followed; a folder
+    nested deeper than DEEP is moved up to path and emptied on a later pass,
+    so that neither recursion nor descriptors run out.  TimeoutError past
+    the deadline."""
+    top = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        before = None
+        for serial in range(1 << 20):
+            names = sorted(os.listdir(top))
+            if not names or names == before:
+                return  # empty, or what is left cannot be removed
+            before = names
+            for name in names:
+                try:
+                    remove_entry(top, top, name, 0, serial, deadline)
+                except OSError:
+                    pass
+    finally:
+        os.close(top)
+
+
+def remove_entry(top, dfd, name, depth, serial, deadline):
+    if time.monotonic() > deadline:
+        raise TimeoutError()
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dfd)
+        return
+    # This gVisor follows a link despite O_NOFOLLOW|O_DIRECTORY: the lstat
+    # above says it is a folder, and nothing else runs in the sandbox now.
+    os.chmod(name, 0o700, dir_fd=dfd)
+    if depth >= DEEP:
+        os.rename(name, ".mcp-deep-%d-%d" % (serial, st.st_ino), src_dir_fd=dfd, dst_dir_fd=top)
+        return
+    sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+    try:
+        for child in os.listdir(sub):
+            remove_entry(top, sub, child, depth + 1, serial, deadline)
+    finally:
+        os.close(sub)
+    os.rmdir(name, dir_fd=dfd)

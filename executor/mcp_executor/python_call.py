@@ -16,7 +16,7 @@ import types
 
 from . import status
 from .limits import base_env
-from .packages import add_user_site, install_packages
+from .packages import add_user_site, call_folder, install_packages
 
 
 def open_streams():
@@ -65,7 +65,7 @@ def run_python(st, req):
     the call's packages, run the code as __main__, report and exit (does
     not return)."""
     user_site = add_user_site()
-    if req.get("packages") and not install_packages(req["packages"], user_site):
+    if req.get("packages") and not install_packages(req["packages"], user_site, call_folder(req)):
         status.write(status.INSTALL_FAILED)
         os._exit(125)
     become_main(st)

@@ -13,6 +13,8 @@ common/frame.h have letters of their own.
   packages-changed  -                        before pip changes the session's packages (Python calls);
                                              PID 1 then starts anew if it preloaded modules
   install-failed    -                        the packages could not be installed: the code did not run
+  packages-missing  -                        ... because the workspace no longer has what the session
+                                             installed and the host resolved nothing for the call
   input-failed      -                        an input file could not be written: the code did not run
   memory-error      -                        the Python code ended with a MemoryError
   done              code cpu_ms max_rss_kb   the Python code is over and its output flushed; the child
@@ -26,6 +28,7 @@ import resource
 
 PACKAGES_CHANGED = "packages-changed"
 INSTALL_FAILED = "install-failed"
+PACKAGES_MISSING = "packages-missing"
 INPUT_FAILED = "input-failed"
 MEMORY_ERROR = "memory-error"
 DONE = "done"
@@ -38,6 +41,7 @@ MAX_BYTES = 1 << 20  # read no more of a call's status pipe
 FLAGS = {
     PACKAGES_CHANGED.encode(): "packages_changed",
     INSTALL_FAILED.encode(): "install_failed",
+    PACKAGES_MISSING.encode(): "packages_missing",
     INPUT_FAILED.encode(): "input_failed",
     MEMORY_ERROR.encode(): "memory_error",
 }
@@ -83,10 +87,12 @@ def read(fd, buf):
 class Status:
     """What a call's child has said."""
 
-    __slots__ = ("packages_changed", "install_failed", "input_failed", "memory_error", "done", "learned")
+    __slots__ = ("packages_changed", "install_failed", "packages_missing", "input_failed", "memory_error", "done",
+                 "learned")
 
     def __init__(self):
         self.packages_changed = self.install_failed = self.input_failed = self.memory_error = False
+        self.packages_missing = False
         self.done = None  # (code, cpu_ms, max_rss_kb) once the child said it is done
         self.learned = []
 

@@ -13,6 +13,15 @@ MCP_HOST="${MCP_HOST:-127.0.0.1}"
 MCP_PORT="${MCP_PORT:-8443}"
 MCP_TLS="${MCP_TLS:-on}"           # off: plain HTTP (Cloud Run terminates TLS)
 MCP_BUILD_DIR="${MCP_BUILD_DIR:-$MCP_ROOT/build}"
+# MCP_TOKENS (containers pass the bearer tokens in it) stays in this shell:
+# ensure_tokens writes it to the tokens file, and no child process (build,
+# nginx, the server and everything it starts) inherits it.
+export -n MCP_TOKENS 2>/dev/null || true
+# MCP_METRICS_PORT: nginx's loopback listener for /metrics, MCP_PORT + 1
+# unless set (read when used, so that a script that changes MCP_PORT later
+# gets its own).
+metrics_port() { printf '%s' "${MCP_METRICS_PORT:-$((MCP_PORT + 1))}"; }
+metrics_url() { printf 'http://127.0.0.1:%s/metrics' "$(metrics_port)"; }
 # The filtering proxy (Squid) of network by policy listens on loopback here.
 MCP_EGRESS_PORT="${MCP_EGRESS_PORT:-$((MCP_PORT + 5))}"
 
@@ -97,15 +106,28 @@ build() {
   )
 }
 
-# Bearer tokens: "<name> <token>" lines, mode 0600; one generated when none.
+# Bearer tokens: "<name> <token> [option=value ...]" lines, mode 0600; one
+# generated when none.
 ensure_tokens() {
   local f="$MCP_STATE_DIR/tokens"
   # Containers (Cloud Run) pass them from a secret: MCP_TOKENS="name:token
-  # name2:token2" (spaces or newlines between entries).
+  # name2:token2" (spaces or newlines between entries).  An entry without a
+  # name gets its own, token-<first 8 hex of the token's sha256>, so that no
+  # two tokens share a name in logs, metrics and session ownership.
   if [ -n "${MCP_TOKENS:-}" ]; then
     (
       umask 077
-      printf '%s\n' $MCP_TOKENS | awk -F: 'NF==2 {print $1, $2; next} {print "default", $0}' >"$f"
+      set -f
+      local entry
+      {
+        printf '# name token (from MCP_TOKENS; the name appears in logs, never the token)\n'
+        for entry in $MCP_TOKENS; do
+          case "$entry" in
+            *:*) printf '%s %s\n' "${entry%%:*}" "${entry#*:}" ;;
+            *) printf 'token-%s %s\n' "$(printf '%s' "$entry" | sha256sum | cut -c1-8)" "$entry" ;;
+          esac
+        done
+      } >"$f"
     )
   fi
   if [ ! -s "$f" ]; then
@@ -121,10 +143,22 @@ ensure_tokens() {
 # The first token, for endpoint.env and the printed client configuration.
 first_token() { awk '!/^#/ && NF>=2 {print $2; exit}' "$MCP_STATE_DIR/tokens"; }
 
-# tokens -> nginx map, by the same script the systemd unit runs.
+# tokens -> nginx map and the per-token policy (options, no tokens), by the
+# same script the systemd unit runs.
 render_token_map() {
   "$MCP_STATE_DIR/install/libexec/mcp-sandbox/mcp-sandbox-tokens" "$MCP_STATE_DIR/tokens" \
-    "$MCP_STATE_DIR/nginx/tokens.map" || die "tokens: fix $MCP_STATE_DIR/tokens"
+    "$MCP_STATE_DIR/nginx/tokens.map" "$MCP_STATE_DIR/token-policy" || die "tokens: fix $MCP_STATE_DIR/tokens"
+}
+
+# The FastCGI socket's group (socket_group, default mcp-sandbox) with
+# nginx's worker user in it: the server refuses to start without them.
+# nginx takes the group when it starts (initgroups).
+ensure_socket_group() {
+  local g user="${MCP_NGINX_USER:-www-data}"
+  g="$(config_value socket_group)" || die "the configuration is not valid (above)"
+  getent group "$g" >/dev/null || groupadd --system "$g" || die "cannot create the group $g"
+  id -nG "$user" 2>/dev/null | tr ' ' '\n' | grep -qx -- "$g" ||
+    usermod -aG "$g" "$user" || die "cannot add $user to the group $g"
 }
 
 # Self-signed CA and a server certificate for localhost, 127.0.0.1 and the host name.
@@ -176,6 +210,7 @@ render_nginx() {
   sed -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" -e "s|@RUNTIME_DIR@|$rt|g" -e "s|@LISTEN@|$listen|g" \
     -e "s|@TLS_CONFIG@|$tls|g" -e "s|@MAX_BODY@|$max_body|g" -e "s|@FCGI_SOCKET@|$rt/fcgi.sock|g" \
     -e "s|@NGINX_USER@|${MCP_NGINX_USER:-www-data}|g" -e "s|@NGINX_DAEMON@|${MCP_NGINX_DAEMON:-on}|g" \
+    -e "s|@METRICS_PORT@|$(metrics_port)|g" \
     "$MCP_ROOT/nginx/nginx.conf.in" >"$MCP_STATE_DIR/nginx/nginx.conf"
   nginx -t -q -c "$MCP_STATE_DIR/nginx/nginx.conf" || die "nginx rejected the generated configuration"
 }
@@ -330,7 +365,10 @@ start_server() {
   local rt pidf="$MCP_STATE_DIR/mcp-server.pid"
   rt="$(runtime_dir)"
   pid_alive "$pidf" && die "mcp-server already runs (pid $(cat "$pidf")); scripts/stop first"
-  MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$rt/fcgi.sock" \
+  ensure_socket_group
+  # No token reaches the server's processes (nor nginx, below): MCP_TOKENS
+  # was written to the tokens file, and children would inherit it.
+  env -u MCP_TOKENS MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$rt/fcgi.sock" \
     setsid "$MCP_STATE_DIR/install/bin/mcp-server" >>"$MCP_STATE_DIR/logs/mcp-server.log" 2>&1 </dev/null &
   echo $! >"$pidf"
   local i
@@ -346,7 +384,8 @@ start_nginx() {
   local rt
   rt="$(runtime_dir)"
   pid_alive "$rt/nginx.pid" && die "nginx for this state folder already runs; scripts/stop first"
-  nginx -c "$MCP_STATE_DIR/nginx/nginx.conf" || die "nginx did not start; see $MCP_STATE_DIR/logs/nginx-error.log"
+  env -u MCP_TOKENS nginx -c "$MCP_STATE_DIR/nginx/nginx.conf" ||
+    die "nginx did not start; see $MCP_STATE_DIR/logs/nginx-error.log"
 }
 
 # Wait until an authenticated initialize answers 200.
@@ -355,8 +394,9 @@ wait_ready() {
   url="$(endpoint_url)"
   token="$(first_token)"
   for i in $(seq 1 150); do
-    code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --cacert "$MCP_STATE_DIR/tls/ca.pem" \
-      -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    # The header from standard input: a token in curl's arguments would show in ps.
+    code="$(printf 'header = "Authorization: Bearer %s"\n' "$token" | env -u MCP_TOKENS curl -s -K - -o /dev/null \
+      -w '%{http_code}' --max-time 5 --cacert "$MCP_STATE_DIR/tls/ca.pem" -H 'Content-Type: application/json' \
       -H 'Accept: application/json, text/event-stream' -X DELETE "$url" 2>/dev/null || true)"
     # DELETE without a session: 400 proves nginx, the token and a responder answer.
     [ "$code" = 400 ] && return 0
@@ -373,8 +413,48 @@ write_endpoint_env() {
     echo "MCP_URL=$(endpoint_url)"
     echo "MCP_TOKEN=$(first_token)"
     echo "MCP_CA_FILE=$MCP_STATE_DIR/tls/ca.pem"
+    echo "MCP_METRICS_URL=$(metrics_url)"
   } >"$f"
   )
+}
+
+# What scripts/run prints once the service runs: where everything is, the
+# effective configuration and a client configuration, with a placeholder
+# for the token (this goes to terminals and container logs; the token is in
+# files only root reads).
+print_summary() {
+  local url
+  url="$(endpoint_url)"
+  cat <<MSG
+
+mcp-sandbox is running.
+  endpoint:     $url
+  bearer token: the second field of a line of $MCP_STATE_DIR/tokens ("name token", root only), e.g.
+                sudo awk '!/^#/ && NF>=2 {print \$2; exit}' $MCP_STATE_DIR/tokens
+  CA file:      $MCP_STATE_DIR/tls/ca.pem (clients must trust it: NODE_EXTRA_CA_CERTS=...)
+  metrics:      $(metrics_url) (loopback only)
+  settings:     $MCP_STATE_DIR/endpoint.env (root only: it holds the token)
+  logs:         $MCP_STATE_DIR/logs/
+
+Effective configuration:
+$(env -u MCP_TOKENS MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$(runtime_dir)/fcgi.sock" \
+    "$MCP_STATE_DIR/install/bin/mcp-server" --print-config | sed 's/^/  /')
+
+mcp-remote configuration (Claude Desktop, Claude Code, Gemini CLI, ...); replace <token> with the token:
+{
+  "mcpServers": {
+    "python-sandbox": {
+      "command": "npx",
+      "args": ["-y", "mcp-remote", "$url", "--transport", "http-only",
+               "--header", "Authorization:\${MCP_TOKEN}"],
+      "env": {
+        "MCP_TOKEN": "Bearer <token>",
+        "NODE_EXTRA_CA_CERTS": "$MCP_STATE_DIR/tls/ca.pem"
+      }
+    }
+  }
+}
+MSG
 }
 
 stop_all() {

@@ -47,6 +47,7 @@ import traceback
 import urllib.parse
 
 PROTOCOL = "2025-11-25"
+MODERN = "2026-07-28"  # stateless requests; the sandbox is a handle argument
 ACCEPT_BOTH = "application/json, text/event-stream"
 PRINT1 = "print(1)"
 # Target 3: the template modules, then a small computation with them.
@@ -141,9 +142,10 @@ class Client:
         if self.conn is None or time.monotonic() - self.last_used > self.IDLE_RECONNECT_S:
             self.connect()
 
-    def request(self, method, body=None, sid=None, accept=ACCEPT_BOTH):
+    def request(self, method, body=None, sid=None, accept=ACCEPT_BOTH, extra=None):
         headers = {"Authorization": "Bearer " + self.ep.token, "Accept": accept,
                    "MCP-Protocol-Version": PROTOCOL}
+        headers.update(extra or {})
         if body is not None:
             headers["Content-Type"] = "application/json"
         if sid:
@@ -200,6 +202,28 @@ class Client:
         res = msg.get("result")
         if not isinstance(res, dict) or res.get("isError"):
             raise BenchError("tools/call failed: %s" % json.dumps(msg)[:600])
+        sc = res.get("structuredContent") or {}
+        if expect is not None and sc.get("stdout") != expect:
+            raise BenchError("tools/call: stdout %r, expected %r" % (sc.get("stdout"), expect))
+        return sc
+
+    def call_modern(self, handle, code, sse=False, expect=None):
+        """tools/call of the 2026-07-28 era: no session, _meta and the
+        mirrored headers, the sandbox named by its handle."""
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+               "params": {"name": "execute_python", "arguments": {"code": code, "sandbox": handle},
+                          "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                                    "io.modelcontextprotocol/clientCapabilities": {}}}}
+        self.next_id += 1
+        extra = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "execute_python",
+                 "Mcp-Param-Sandbox": handle}
+        st, _, data = self.request("POST", json.dumps(msg).encode(), None,
+                                   ACCEPT_BOTH if sse else "application/json", extra)
+        if st != 200:
+            raise BenchError("tools/call (%s): HTTP %d: %s" % (MODERN, st, data[:300].decode(errors="replace")))
+        res = rpc_message(data).get("result")
+        if not isinstance(res, dict) or res.get("isError"):
+            raise BenchError("tools/call (%s) failed: %s" % (MODERN, data[:600].decode(errors="replace")))
         sc = res.get("structuredContent") or {}
         if expect is not None and sc.get("stdout") != expect:
             raise BenchError("tools/call: stdout %r, expected %r" % (sc.get("stdout"), expect))
@@ -559,9 +583,10 @@ class Bench:
             self.make_warm_sessions()
         self.last_call[self.warm_sid] = time.monotonic()
 
-    def timed_call(self, sid, code, expect, sse=False, idle=True, tool="execute_python"):
+    def timed_call(self, sid, code, expect, sse=False, idle=True, tool="execute_python", modern=False):
         """One timed tools/call; with idle, first wait (untimed) until the
-        session has been idle for IDLE_GAP_S."""
+        session has been idle for IDLE_GAP_S.  modern: the same sandbox
+        through a 2026-07-28 request (the session id is its handle)."""
         c = self.c
         if idle:
             left = self.last_call.get(sid, 0) + IDLE_GAP_S - time.monotonic()
@@ -569,6 +594,8 @@ class Bench:
                 time.sleep(left)
         c.fresh()
         try:
+            if modern:
+                return timed(lambda: c.call_modern(sid, code, sse=sse, expect=expect))
             return timed(lambda: c.call(sid, code, sse=sse, expect=expect, tool=tool))
         finally:
             self.last_call[sid] = time.monotonic()
@@ -635,6 +662,10 @@ class Bench:
             "ping": ping,
             "warm": warm,
             "warm_sse": lambda: self.timed_call(sid, PRINT1, "1\n", sse=True)[0],
+            # The same sandbox through the 2026-07-28 era (its handle is the
+            # session id): no session lookup by header, _meta and mirrored
+            # headers checked instead.
+            "warm_modern": lambda: self.timed_call(sid, PRINT1, "1\n", modern=True)[0],
             "warm_b2b": back_to_back,
             "numpy": lambda: in_numpy_session(NUMPY_CODE, NUMPY_OUT, "executor_ms_numpy"),
             "numpy_session_print": lambda: in_numpy_session(PRINT1, "1\n", "executor_ms_numpy_session_print"),
@@ -1126,6 +1157,10 @@ def report(b, started, path):
         lat("js_warm", "  execute_javascript console.log(1) (info)")
         rows[-1] = rows[-1][:3] + (ratio_str(div(m("js_warm"), warm), "warm"), "", "")
         lat("js_session_print", "  print(1) in that session (info)")
+    lat("warm_modern", "  same sandbox, 2026-07-28 request")
+    r = div(m("warm_modern"), warm)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 1.1x warm (no slower)",
+                               verdict(1, "modern_vs_warm", r, "<=", 1.1, "2026-07-28 warm call / 2025 warm call"))
     lat("warm_sse", "  same, SSE answer (info)")
     lat("warm_b2b", "  same, back to back (info)")
     lat("ping", "  ping, no sandbox (info)")

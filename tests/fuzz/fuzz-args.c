@@ -21,6 +21,7 @@
 
 #include "fcgi/files.h"
 #include "fcgi/json_scan.h"
+#include "fcgi/mcp.h"
 #include "fcgi/npm.h"
 #include "fcgi/packages.h"
 #include "fcgi/tools.h"
@@ -116,7 +117,7 @@ static void each_requirement(const cJSON *v, int depth) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *text = (const char *)data;
-  if (json_scan(text, size, 64, NULL) != JSON_OK)
+  if (json_scan(text, size, 64, MCP_MAX_JSON_VALUES, NULL) != JSON_OK)
     return 0;
   cleanup_cjson cJSON *args = cJSON_ParseWithLength(text, size);
   if (args == NULL)

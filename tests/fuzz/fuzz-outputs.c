@@ -95,7 +95,7 @@ static void scan(const char *name) {
   cJSON *content = cJSON_AddArrayToObject(result, "content");
   cJSON_AddItemToArray(content, cJSON_CreateObject());
   cJSON *sc = cJSON_AddObjectToObject(result, "structuredContent");
-  files_add_outputs(result, sc, &out);
+  files_add_outputs(result, sc, &out, NULL);
   check_result(result, "files_add_outputs");
   outputs_free(&out);
 

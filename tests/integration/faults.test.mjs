@@ -15,8 +15,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import tls from 'node:tls';
+import http from 'node:http';
 import net from 'node:net';
-import { MCP_URL, MCP_TOKEN, CA_PEM, PROTOCOL_VERSION, TEST_TIMEOUT_MS, randomToken, SESSION_ID } from './lib/common.mjs';
+import { MCP_URL, MCP_TOKEN, CA_PEM, PROTOCOL_VERSION, TEST_TIMEOUT_MS, randomToken, SESSION_ID, connectClient2 } from './lib/common.mjs';
 import { RawSession, request, resultText, show } from './lib/rpc.mjs';
 import {
   STATE_DIR,
@@ -182,6 +183,34 @@ test('calls on different sessions run in parallel', opts, async () => {
 });
 
 // ---- ownership -------------------------------------------------------------
+
+test('2026-07-28: a sandbox handle belongs to the token that made it (call, resources/read, close_sandbox refused)', opts, async () => {
+  const [, other] = otherToken(MCP_TOKEN);
+  const mine = await connectClient2({ pin: '2026-07-28' });
+  const theirs = await connectClient2({ pin: '2026-07-28' }, other, 'faults-thief');
+  try {
+    const secret = randomToken();
+    const made = await mine.callTool({ name: 'execute_python', arguments: { code: `open("s.txt", "w").write("${secret}")` } });
+    const handle = made.structuredContent.sandbox;
+    const call = await theirs.callTool({
+      name: 'execute_python',
+      arguments: { code: 'print(open("s.txt").read())', sandbox: handle },
+    });
+    assert.equal(call.isError, true, 'a call with another token\'s handle is refused');
+    assert.match(call.content[0].text, /Omit `sandbox` to start a new one/);
+    await assert.rejects(theirs.readResource({ uri: `sandbox://${handle}/s.txt` }), /not found/i);
+    const close = await theirs.callTool({ name: 'close_sandbox', arguments: { sandbox: handle } });
+    assert.equal(close.isError, true, 'close_sandbox with another token is refused');
+    for (const r of [call, close]) assert.ok(!JSON.stringify(r).includes(secret), 'nothing leaks');
+    const still = await mine.callTool({ name: 'execute_python', arguments: { code: 'print(open("s.txt").read())', sandbox: handle } });
+    assert.equal(still.structuredContent.stdout, `${secret}\n`, 'the owner still has the sandbox and its file');
+    await mine.callTool({ name: 'close_sandbox', arguments: { sandbox: handle } });
+  } finally {
+    await mine.close();
+    await theirs.close();
+  }
+});
+
 
 test('a session belongs to the token that created it: another valid token gets 404 and changes nothing', opts, async () => {
   const [otherName, other] = otherToken(MCP_TOKEN);
@@ -356,6 +385,55 @@ test('max_sessions is exact under a burst: many initializes at once, exactly max
       while (mine.length) await end(mine.pop());
       await settle(sessionFolders, 15000);
     }
+  } finally {
+    for (const s of mine) await end(s);
+  }
+});
+
+/** One counter of /metrics (the loopback listener endpoint.env names). */
+async function metric(name) {
+  const url = process.env.MCP_METRICS_URL;
+  assert.ok(url, 'endpoint.env names MCP_METRICS_URL');
+  const r = await new Promise((resolve, reject) => {
+    http.get(url, (res) => {
+      let b = '';
+      res.on('data', (c) => (b += c));
+      res.on('end', () => resolve(b));
+    }).on('error', reject);
+  });
+  const line = r.split('\n').find((l) => l.startsWith(name + ' '));
+  return line ? Number(line.split(' ')[1]) : NaN;
+}
+
+test('per-token limits from the tokens file: a token with max_sessions=2 max_concurrent=1 gets 503 at its third session and "at capacity" for its second call at once, while the other token goes on', opts, async (t) => {
+  const second = otherToken(MCP_TOKEN);
+  const line = fs.readFileSync(path.join(STATE_DIR, 'tokens'), 'utf8').split('\n').find((l) => l.startsWith(second[0] + ' '));
+  assert.match(line, /max_sessions=2 max_concurrent=1/, 'the stack gives the second token its own limits');
+  const mine = [];
+  const sessionsBefore = await metric('mcp_requests_rejected_total{reason="token_sessions"}');
+  const callsBefore = await metric('mcp_requests_rejected_total{reason="token_calls"}');
+  try {
+    for (let i = 0; i < 2; i++) mine.push(await open(`token-${i}`, second[1]));
+    const third = await new RawSession({ name: 'faults-token-third', token: second[1] }).init();
+    assert.equal(third.status, 503, `the token's third session: HTTP ${third.status} ${third.body}`);
+    assert.match(third.json?.error?.message || '', /token has reached its maximum of 2 sessions/, third.body);
+    // The other token is not held back by it.
+    const other = await open('token-other');
+    mine.push(other);
+    for (const s of mine) await ok(s, 'print("warm")');
+    const [a, b] = mine;
+    const hold = cfg.capacity_wait + 4;
+    const running = a.run(`import time\nopen("slot", "w").close()\ntime.sleep(${hold})\nprint("held")`, { timeout_seconds: hold + 30 });
+    await waitFile(a, 'slot');
+    const r = await b.run('print("second call")');
+    t.diagnostic(`the token's second call at once: ${r.ms} ms ${show(r.json)}`);
+    assert.equal(r.result?.isError, true, show(r.json));
+    assert.match(resultText(r.result), /token already runs its maximum of 1 call/, 'says the token is at its limit');
+    const o = await other.run('print("other")');
+    assert.equal(o.result?.structuredContent?.stdout, 'other\n', `the other token's call runs meanwhile: ${show(o.json)}`);
+    assert.equal((await running).result?.structuredContent?.stdout, 'held\n');
+    assert.equal(await metric('mcp_requests_rejected_total{reason="token_sessions"}'), sessionsBefore + 1, 'counted: token_sessions');
+    assert.equal(await metric('mcp_requests_rejected_total{reason="token_calls"}'), callsBefore + 1, 'counted: token_calls');
   } finally {
     for (const s of mine) await end(s);
   }

@@ -99,6 +99,40 @@ test('links, and files that are not regular, are skipped and reported, never rea
   });
 });
 
+test('/tmp and /dev/shm do not persist: a call finds neither what an earlier call of its session left there (files, folders without permissions, links, FIFOs) nor anything a link pointed to outside them', opts, async () => {
+  await withClient('files-tmp', async (client) => {
+    const first = await runPython(client, {
+      code: [
+        'import os',
+        'open("/tmp/x", "w").write("x" * 100000)',
+        'open("/dev/shm/y", "w").write("y")',
+        'os.makedirs("/tmp/d/e/f"); open("/tmp/d/e/f/g", "w").write("g")',
+        'os.makedirs("/tmp/locked/inner"); open("/tmp/locked/inner/z", "w").write("z")',
+        'os.chmod("/tmp/locked/inner", 0); os.chmod("/tmp/locked", 0)',
+        'open("/work/keep.txt", "w").write("kept")',
+        'os.symlink("/work", "/tmp/work-link")',
+        'os.symlink("/work/keep.txt", "/dev/shm/keep-link")',
+        'os.mkfifo("/tmp/fifo")',
+        'print(sorted(os.listdir("/tmp")), sorted(os.listdir("/dev/shm")))',
+      ].join('\n'),
+    });
+    assert.equal(first.isError, false, JSON.stringify(first));
+    assert.equal(first.structuredContent.stdout, "['d', 'fifo', 'locked', 'work-link', 'x'] ['keep-link', 'y']\n");
+    // A JavaScript call in between writes there too (Node.js is optional).
+    if ((await client.listTools()).tools.some((t) => t.name === 'execute_javascript')) {
+      const js = await client.callTool({
+        name: 'execute_javascript',
+        arguments: { code: "require('fs').writeFileSync('/tmp/from-js', 'js'); console.log(require('fs').readdirSync('/tmp').join(','))" },
+      }, undefined, { timeout: TEST_TIMEOUT_MS });
+      assert.equal(js.structuredContent?.stdout, 'from-js\n', `the JavaScript call found /tmp empty too: ${JSON.stringify(js)}`);
+    }
+    const next = await runPython(client, {
+      code: 'import os; print(os.listdir("/tmp"), os.listdir("/dev/shm"), open("/work/keep.txt").read(), os.path.isdir("/work"))',
+    });
+    assert.equal(next.structuredContent.stdout, '[] [] kept True\n', JSON.stringify(next.structuredContent));
+  });
+});
+
 test('input files: text and base64 are written before the code runs; bad paths are refused', opts, async () => {
   await withClient('files-input', async (client) => {
     const secret = randomToken();

@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
+import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
 import { TEST_TIMEOUT_MS, connectClient, closeClient, runPython, randomToken } from './lib/common.mjs';
 import { STATE_DIR, findPaths } from './lib/host.mjs';
 
@@ -456,7 +458,7 @@ test('packages: asking again after the code removed /work/node_modules installs 
   });
 });
 
-test('packages: an installed set is cached read-only across sessions; each session gets a private, writable copy', npmOpts, async (t) => {
+test('packages: each session gets a private, writable copy; what the host resolved is read-only inside, root\'s on the host, and gone after the call', npmOpts, async (t) => {
   const a = await connectClient('js-npm-cache-a');
   const b = await connectClient('js-npm-cache-b');
   try {
@@ -464,22 +466,20 @@ test('packages: an installed set is cached read-only across sessions; each sessi
     const code = "console.log(require('mcp-test-left').value)";
     const ra = await runJs(a.client, { code, packages });
     assert.equal(ra.structuredContent?.stdout, 'left 2.0.0\n', show(ra));
-    const rb = await runJs(b.client, { code, packages });
-    assert.equal(rb.structuredContent?.stdout, 'left 2.0.0\n', show(rb));
-    // B changes its copy and tries to change the shared tree.
+    // B installs the same set; its code looks at what the host put in its
+    // call's folder while the call runs, and tries to change it.
     const change = await runJs(b.client, {
+      packages,
       code: [
         "import fs from 'node:fs';",
         "fs.writeFileSync('/work/node_modules/mcp-test-left/index.js', \"module.exports = { value: 'changed by b' };\");",
         'const res = {};',
-        // Not listable (no other session learns what was installed); the
-        // tree this session got is named in its node_modules/.mcp-stage.
-        "try { fs.readdirSync('/opt/mcp/npm'); res.list = 'LISTED'; } catch (e) { res.list = e.code; }",
-        "const stage = fs.readFileSync('/work/node_modules/.mcp-stage', 'utf8').trim();",
-        "const p = '/opt/mcp/npm/' + stage + '/node_modules/mcp-test-left/index.js';",
+        "const calls = fs.readdirSync('/opt/mcp/packages');",
+        'res.calls = calls.length;',
+        "const p = '/opt/mcp/packages/' + calls[0] + '/node_modules/mcp-test-left/index.js';",
         "res.exists = fs.existsSync(p) ? 'EXISTS' : 'MISSING';",
         "try { fs.writeFileSync(p, 'x'); res.tree = 'WRITTEN'; } catch (e) { res.tree = e.code; }",
-        "try { fs.writeFileSync('/opt/mcp/npm/new', 'x'); res.create = 'WRITTEN'; } catch (e) { res.create = e.code; }",
+        "try { fs.writeFileSync('/opt/mcp/packages/new', 'x'); res.create = 'WRITTEN'; } catch (e) { res.create = e.code; }",
         "console.log(require('mcp-test-left').value);",
         'console.log(JSON.stringify(res));',
       ].join('\n'),
@@ -487,14 +487,14 @@ test('packages: an installed set is cached read-only across sessions; each sessi
     const lines = change.structuredContent.stdout.trim().split('\n');
     assert.equal(lines[0], 'changed by b', show(change));
     const res = JSON.parse(lines[1]);
-    assert.equal(res.list, 'EACCES', `/opt/mcp/npm cannot be listed: ${show(res)}`);
-    assert.equal(res.exists, 'EXISTS', `the session's tree is reachable by name: ${show(res)}`);
+    assert.equal(res.calls, 1, `only this call's folder is there: ${show(res)}`);
+    assert.equal(res.exists, 'EXISTS', `the call's resolved tree is there: ${show(res)}`);
     const written = Object.entries(res).filter(([k, v]) => ['tree', 'create'].includes(k) &&
       !['EACCES', 'EROFS', 'EPERM'].includes(v));
-    assert.deepEqual(written, [], `the shared tree is read-only inside: ${show(res)}`);
-    // A's copy is its own.
-    const again = await runJs(a.client, { code });
-    assert.equal(again.structuredContent.stdout, 'left 2.0.0\n', show(again));
+    assert.deepEqual(written, [], `the resolved tree is read-only inside: ${show(res)}`);
+    // A's copy is its own; between calls no resolved folder is left.
+    const again = await runJs(a.client, { code: `${code}; console.log(require('fs').readdirSync('/opt/mcp/packages').length)` });
+    assert.equal(again.structuredContent.stdout, 'left 2.0.0\n0\n', show(again));
     if (STATE_DIR) {
       const writable = [];
       const walk = (d) => {
@@ -505,11 +505,61 @@ test('packages: an installed set is cached read-only across sessions; each sessi
           if (e.isDirectory()) walk(p);
         }
       };
-      walk(path.join(STATE_DIR, 'npm'));
-      assert.deepEqual(writable, [], `every installed tree on the host is root's and writable by no one else`);
+      for (const d of findPaths(path.join(STATE_DIR, 'sessions'), (n) => n === 'packages', 2)) walk(d);
+      assert.deepEqual(writable, [], 'every session\'s packages folder on the host is root\'s and writable by no one else');
+      assert.equal(fs.existsSync(path.join(STATE_DIR, 'npm')), false, 'no tree shared by all sessions');
     } else {
-      t.diagnostic('MCP_STATE_DIR is not set: the host copy of the installed trees was not checked');
+      t.diagnostic('MCP_STATE_DIR is not set: the host side was not checked');
     }
+  } finally {
+    await closeClient(a);
+    await closeClient(b);
+  }
+});
+
+// The served test registry's folder (scripts/test: MCP_TEST_INDEX_DIR), where
+// a test publishes versions of a package of its own while the stack runs.
+const INDEX_DIR = process.env.MCP_TEST_INDEX_DIR || '';
+function publish(name, version) {
+  execFileSync('/usr/bin/python3', [path.join(process.env.MCP_INTEGRATION_DIR || '.', '../packages/make_npm_registry.py'),
+    '--publish', INDEX_DIR, process.env.MCP_TEST_NPM_REGISTRY, name, version]);
+}
+
+test('packages: tenancy: what one session installed is neither listed nor reachable by a guessable name from another, and a later request resolves against the registry again', {
+  ...npmOpts,
+  skip: npmOpts.skip || (INDEX_DIR ? false : 'MCP_TEST_INDEX_DIR not set: the test cannot publish to the registry'),
+}, async () => {
+  const name = `mcp-test-fresh-${randomToken(4)}`;
+  publish(name, '1.0.0');
+  const a = await connectClient('js-npm-tenant-a');
+  const b = await connectClient('js-npm-tenant-b');
+  try {
+    const code = `console.log(require('${name}').value)`;
+    const ra = await runJs(a.client, { code, packages: [name] });
+    assert.equal(ra.structuredContent?.stdout, `${name} 1.0.0\n`, show(ra));
+    // B looks for A's tree: everything listable below /opt/mcp, and the
+    // names the host could give A's set (the hash of its specs).
+    const guess = createHash('sha256').update(`${name}\n`).digest('hex').slice(0, 32);
+    const probe = await runJs(b.client, {
+      code: [
+        "import fs from 'node:fs';",
+        'const found = [];',
+        'const walk = (d) => { let es; try { es = fs.readdirSync(d, { withFileTypes: true }); } catch { return; }',
+        "  for (const e of es) { const p = d + '/' + e.name; if (p === '/opt/mcp/executor') continue;",
+        `    if (e.name.includes('${name}')) found.push(p); if (e.isDirectory()) walk(p); } };`,
+        "walk('/opt/mcp');",
+        `for (const p of ['/opt/mcp/npm/${guess}', '/opt/mcp/npm/${guess}/node_modules/${name}', '/opt/mcp/packages/${guess}']) if (fs.existsSync(p)) found.push(p);`,
+        'console.log(JSON.stringify(found));',
+      ].join('\n'),
+    });
+    assert.equal(probe.structuredContent?.stdout, '[]\n', `B finds nothing of A's packages: ${show(probe)}`);
+    // A new version is published: B's request for the same spec gets it.
+    publish(name, '1.1.0');
+    const rb = await runJs(b.client, { code, packages: [name] });
+    assert.equal(rb.structuredContent?.stdout, `${name} 1.1.0\n`, `resolved again, not A's frozen set: ${show(rb)}`);
+    // A asking again gets the new version too (its own earlier set is no lock).
+    const ra2 = await runJs(a.client, { code, packages: [`${name}@^1.1`] });
+    assert.equal(ra2.structuredContent?.stdout, `${name} 1.1.0\n`, show(ra2));
   } finally {
     await closeClient(a);
     await closeClient(b);
@@ -524,8 +574,7 @@ test('packages: install scripts never run (no marker on the host /tmp, in the st
     fs.rmSync(hostMarker, { force: true });
   }
   await withClient('js-npm-script', async (client) => {
-    // A spec set no session asked for before: the host really installs it
-    // now (installed trees are cached by their set of specs).
+    // A spec of its own (each request is resolved and installed anew anyway).
     const spec = `mcp-test-script@1.0.0 || 0.0.0-r${randomToken()}`;
     const r = await runJs(client, {
       code: [
@@ -544,10 +593,6 @@ test('packages: install scripts never run (no marker on the host /tmp, in the st
   if (STATE_DIR) {
     const found = findPaths(STATE_DIR, (n) => n === MARKER, Infinity);
     assert.deepEqual(found, [], `no ${MARKER} anywhere under the state folder ${STATE_DIR}`);
-    // And the package was really installed by this test (not served from an
-    // earlier run): some installed tree holds it.
-    const trees = findPaths(path.join(STATE_DIR, 'npm'), (n) => n === 'mcp-test-script', Infinity);
-    assert.ok(trees.length > 0, `an installed tree under ${STATE_DIR}/npm holds mcp-test-script`);
   } else {
     t.diagnostic('MCP_STATE_DIR is not set: the state folder was not searched for the marker');
   }

@@ -7,7 +7,9 @@ for them, into OUT (PyPI is not reachable from the test machines).
 Packages:
   mcp-test-alpha 1.0, 2.0   pure Python, alpha.VALUE is the version
   mcp-test-beta 1.0         depends on mcp-test-alpha>=2 (dependency resolution)
+  mcp-test-alpha 3.0        yanked (PEP 592): only an exact pin gets it, a bare name never
   mcp-test-sdist 1.0        only a source archive: must be refused (wheels only)
+  mcp-test-big 1.0          1 MiB that does not compress (the package cache's size cap)
 """
 import base64
 import hashlib
@@ -23,10 +25,11 @@ def record_line(name, data):
     return "%s,sha256=%s,%d" % (name, digest, len(data))
 
 
-def wheel(out, dist, version, module, body, requires=()):
+def wheel(out, dist, version, module, body, requires=(), extra=None):
     files = {
         "%s/__init__.py" % module: body.encode(),
     }
+    files.update(extra or {})
     info = "%s-%s.dist-info" % (dist.replace("-", "_"), version)
     meta = "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (dist, version)
     meta += "".join("Requires-Dist: %s\n" % r for r in requires)
@@ -68,8 +71,12 @@ def main():
         wheel(out, "mcp-test-beta", "1.0", "mcp_test_beta",
               "import mcp_test_alpha\nVALUE = 'beta on alpha ' + mcp_test_alpha.VALUE\n",
               requires=["mcp-test-alpha>=2"]),
+        wheel(out, "mcp-test-alpha", "3.0", "mcp_test_alpha", "VALUE = '3.0'\n"),
         sdist(out, "mcp-test-sdist", "1.0"),
+        wheel(out, "mcp-test-big", "1.0", "mcp_test_big", "VALUE = 'big'\n",
+              extra={"mcp_test_big/data.bin": os.urandom(1 << 20)}),
     ]
+    yanked = {"mcp_test_alpha-3.0-py3-none-any.whl"}
     by_dist = {}
     for dist, name, data in made:
         by_dist.setdefault(dist, []).append((name, hashlib.sha256(data).hexdigest()))
@@ -80,7 +87,8 @@ def main():
         d = os.path.join(out, "simple", dist)
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "index.html"), "w") as f:
-            links = "".join('<a href="../../files/%s#sha256=%s">%s</a><br>\n' % (n, h, n) for n, h in files)
+            links = "".join('<a href="../../files/%s#sha256=%s"%s>%s</a><br>\n' %
+                            (n, h, ' data-yanked="withdrawn"' if n in yanked else "", n) for n, h in files)
             f.write("<html><body>\n%s</body></html>\n" % links)
 
 

@@ -2,6 +2,10 @@
 """Build a tiny npm registry (static files) for the JavaScript package tests:
 
   make_npm_registry.py OUT BASE_URL     then serve OUT so that BASE_URL/ is OUT/npm/
+  make_npm_registry.py --publish OUT BASE_URL NAME VERSION
+                                        add a version of NAME (CommonJS, exports {value:
+                                        'NAME VERSION'}) and make it `latest`: the tests
+                                        publish while the registry is served
 
 Packages (tarballs made here, like `npm pack` would):
   mcp-test-left 1.0.0, 2.0.0   CommonJS, exports {value}
@@ -30,7 +34,50 @@ def tarball(files):
     return buf.getvalue()
 
 
+def add_version(reg, base, doc, name, version, files, deps, extra):
+    """Write the tarball of one version and enter it into doc."""
+    manifest = {"name": name, "version": version, "main": "index.js", "dependencies": deps}
+    manifest.update(extra)
+    files = dict(files, **{"package.json": json.dumps(manifest, indent=1)})
+    data = tarball(files)
+    fname = "%s-%s.tgz" % (name, version)
+    with open(os.path.join(reg, "-tarballs", fname), "wb") as f:
+        f.write(data)
+    entry = dict(manifest)
+    entry["dist"] = {
+        "tarball": "%s/-tarballs/%s" % (base, fname),
+        "shasum": hashlib.sha1(data).hexdigest(),
+        "integrity": "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode(),
+    }
+    doc["versions"][version] = entry
+
+
+def write_doc(reg, doc):
+    """Replace the packument atomically (the registry is being served)."""
+    path = os.path.join(reg, doc["name"])
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f)
+    os.replace(path + ".tmp", path)
+
+
+def publish(out, base, name, version):
+    reg = os.path.join(out, "npm")
+    os.makedirs(os.path.join(reg, "-tarballs"), exist_ok=True)
+    try:
+        with open(os.path.join(reg, name)) as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        doc = {"name": name, "dist-tags": {}, "versions": {}}
+    add_version(reg, base, doc, name, version,
+                {"index.js": "module.exports = { value: %s };\n" % json.dumps("%s %s" % (name, version))}, {}, {})
+    doc["dist-tags"]["latest"] = version
+    write_doc(reg, doc)
+
+
 def main():
+    if sys.argv[1] == "--publish":
+        publish(sys.argv[2], sys.argv[3].rstrip("/"), sys.argv[4], sys.argv[5])
+        return
     out, base = sys.argv[1], sys.argv[2].rstrip("/")
     reg = os.path.join(out, "npm")
     tars = os.path.join(reg, "-tarballs")
@@ -58,22 +105,8 @@ def main():
     for name, versions in packages.items():
         doc = {"name": name, "dist-tags": {"latest": sorted(versions)[-1]}, "versions": {}}
         for version, (files, deps, extra) in versions.items():
-            manifest = {"name": name, "version": version, "main": "index.js", "dependencies": deps}
-            manifest.update(extra)
-            files = dict(files, **{"package.json": json.dumps(manifest, indent=1)})
-            data = tarball(files)
-            fname = "%s-%s.tgz" % (name, version)
-            with open(os.path.join(tars, fname), "wb") as f:
-                f.write(data)
-            entry = dict(manifest)
-            entry["dist"] = {
-                "tarball": "%s/-tarballs/%s" % (base, fname),
-                "shasum": hashlib.sha1(data).hexdigest(),
-                "integrity": "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode(),
-            }
-            doc["versions"][version] = entry
-        with open(os.path.join(reg, name), "w") as f:
-            json.dump(doc, f)
+            add_version(reg, base, doc, name, version, files, deps, extra)
+        write_doc(reg, doc)
 
 
 if __name__ == "__main__":

@@ -286,10 +286,13 @@ static void parse_sse(struct response *r) {
     r->sse_valid = false;
 }
 
+static bool gone_after(void *at_ms) { return now_ms() >= *(int64_t *)at_ms; }
+
 void serve(struct harness *h, const struct http_request *req, struct response *r) {
   memset(r, 0, sizeof(*r));
   struct sink_buf s = {{0}};
-  struct http_sink sink = {sink_write, sink_flush, &s, NULL, NULL};
+  int64_t gone_at = now_ms() + h->peer_gone_after_ms;
+  struct http_sink sink = {sink_write, sink_flush, &s, NULL, h->peer_gone_after_ms > 0 ? gone_after : NULL, &gone_at};
   int ret = mcp_serve(&h->ctx, req, &sink);
   if (ret < 0)
     diag("mcp_serve returned %d", ret);

@@ -31,6 +31,10 @@ struct harness {
   struct mcp_config cfg;
   struct store store;
   struct mcp_ctx ctx;
+  /* > 0: serve() reports the client gone (http_peer_gone) this long after
+   * a request starts, as the responder does when nginx closes the
+   * connection of a client that left. */
+  int peer_gone_after_ms;
 };
 
 struct response {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/egress.h"
+#include "common/policy.h"
 #include "common/util.h"
 #include "fcgi/egress.h"
 #include "tap.h"
@@ -33,8 +34,9 @@ static void entry_tests(void) {
                                      "[2001:db8::1]:443", "a-b_c.example",        " spaced.org "};
   for (size_t i = 0; i < ARRAY_SIZE(good); i++)
     ok(egress_entry_parse(good[i], strlen(good[i]), &e, NULL) == 0, "`%s` is an entry", good[i]);
-  static const char *const bad[] = {"",           "*.",  "exa mple.org", "x.org:0",  "x.org:65536", "x.org:port",
-                                    "2001:db8::1", "*.192.0.2.1", "[x.org]", "a..b",   "http://x.org", "x.org/path"};
+  static const char *const bad[] = {
+      "",        "*.",   "exa mple.org", "x.org:0",   "x.org:65536", "x.org:port", "2001:db8::1", "*.192.0.2.1",
+      "[x.org]", "a..b", "http://x.org", "x.org/path"};
   for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
     mcp_error_t err = NULL;
     ok(egress_entry_parse(bad[i], strlen(bad[i]), &e, &err) < 0 && err != NULL && err->kind == MCP_ERR_INVALID,
@@ -104,6 +106,20 @@ static void plan_tests(void) {
   like(err ? mcp_error_public(err) : "", "outside this token's egress policy", "and is told so");
   mcp_error_release(&err);
   ok(egress_plan_for(&cfg, "none", "a.example.org", &p, &err) < 0, "nor ask for a network its token does not have");
+  mcp_error_release(&err);
+  /* The tokens file's options side by side (systemd/mcp-sandbox-tokens
+   * renders them in the order given): each reader finds its own. */
+  put("token-policy", "mixed max_sessions=2 egress_allow=a.example.org:443,*.b.example.org max_concurrent=1\n"
+                      "limits max_concurrent=5 max_sessions=7\n");
+  struct token_policy tp;
+  ok(policy_for(&cfg, "mixed", &tp, &err) == 0 && tp.max_sessions == 2 && tp.max_concurrent == 1,
+     "max_sessions= and max_concurrent= around egress_allow= are read");
+  ok(egress_plan_for(&cfg, "mixed", NULL, &p, &err) == 0 && p.on &&
+         strcmp(p.allow, "a.example.org:443,*.b.example.org") == 0,
+     "... and egress_allow= between them");
+  ok(policy_for(&cfg, "limits", &tp, &err) == 0 && tp.max_sessions == 7 && tp.max_concurrent == 5 &&
+         egress_plan_for(&cfg, "limits", NULL, &p, &err) == 0 && p.on && strcmp(p.allow, "data.default.test") == 0,
+     "a line with limits only keeps the deployment's egress_allow");
   mcp_error_release(&err);
   cJSON *arg = cJSON_Parse("[\"a.example.org:443\", \"*.b.example.org\"]");
   char list[EGRESS_LIST_MAX + 1];

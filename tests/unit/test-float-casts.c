@@ -36,7 +36,7 @@ static int serve_id(const char *id) {
                              .body = body,
                              .body_len = strlen(body)};
   struct buf out = {0};
-  struct http_sink sink = {sink_write, sink_flush, &out, NULL, NULL};
+  struct http_sink sink = {sink_write, sink_flush, &out, NULL, NULL, NULL};
   mcp_serve(&ctx, &req, &sink);
   int status = 0;
   sscanf(out.data ? out.data : "", "Status: %d", &status);

@@ -178,7 +178,7 @@ static int cap_flush(void *opaque) {
 
 static void send_tests(void) {
   struct capture c = {.fail_after = -1};
-  struct http_sink sink = {cap_write, cap_flush, &c, NULL, NULL};
+  struct http_sink sink = {cap_write, cap_flush, &c, NULL, NULL, NULL};
   static const char *const hdrs[] = {"Mcp-Session-Id: abc", "X-Other: 1", NULL};
   is_int(http_send(&sink, 200, "application/json", hdrs, "{}", 2), 0, "http_send succeeds");
   static const char want[] = "Status: 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: abc\r\n"

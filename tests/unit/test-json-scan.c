@@ -1,4 +1,4 @@
-/* json_scan() and utf8_valid_prefix(): every input sits right before a
+/* json_scan(), json_locate_nul() and utf8_valid_prefix(): every input sits right before a
  * PROT_NONE page, so reading one byte past the given length crashes. */
 #include "config.h"
 
@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "fcgi/json_scan.h"
 #include "guard.h"
 #include "tap.h"
 
 #define DEPTH 64
+#define VALUES 100000
 #define NO_OFFSET ((size_t)-1)
 
 struct scan_case {
@@ -130,7 +132,7 @@ static void check_case(const struct scan_case *c) {
   if (g.data == NULL)
     bail_out("cannot map a guard page");
   size_t off = 12345;
-  int r = json_scan(g.data, c->len, DEPTH, &off);
+  int r = json_scan(g.data, c->len, DEPTH, VALUES, &off);
   is_int(r, c->code, "%s: %s", c->name, json_scan_strerror(c->code));
   if (c->offset != NO_OFFSET)
     is_int(off, c->offset, "%s: offset", c->name);
@@ -164,13 +166,14 @@ static void depth_tests(void) {
     size_t len, off;
     char *s = nested(DEPTH, objects, &len);
     struct guarded g = guarded_copy(s, len);
-    is_int(json_scan(g.data, len, DEPTH, &off), JSON_OK, "%d nested %s pass at max_depth %d", DEPTH, kind, DEPTH);
+    is_int(json_scan(g.data, len, DEPTH, VALUES, &off), JSON_OK, "%d nested %s pass at max_depth %d", DEPTH, kind,
+           DEPTH);
     guarded_free(&g);
     free(s);
 
     s = nested(DEPTH + 1, objects, &len);
     g = guarded_copy(s, len);
-    is_int(json_scan(g.data, len, DEPTH, &off), JSON_ERR_DEPTH, "%d nested %s fail", DEPTH + 1, kind);
+    is_int(json_scan(g.data, len, DEPTH, VALUES, &off), JSON_ERR_DEPTH, "%d nested %s fail", DEPTH + 1, kind);
     is_int(off, (size_t)DEPTH * (objects ? 5 : 1), "depth error offset is the opening bracket too many");
     guarded_free(&g);
     free(s);
@@ -178,29 +181,29 @@ static void depth_tests(void) {
     /* Far deeper than any stack would survive if the limit were not checked first. */
     s = nested(1000000, objects, &len);
     g = guarded_copy(s, len);
-    is_int(json_scan(g.data, len, DEPTH, NULL), JSON_ERR_DEPTH, "a million nested %s stop at the limit", kind);
+    is_int(json_scan(g.data, len, DEPTH, VALUES, NULL), JSON_ERR_DEPTH, "a million nested %s stop at the limit", kind);
     guarded_free(&g);
     free(s);
   }
   struct guarded g = guarded_copy("1", 1);
-  is_int(json_scan(g.data, 1, 0, NULL), JSON_OK, "max_depth 0 admits a scalar");
+  is_int(json_scan(g.data, 1, 0, VALUES, NULL), JSON_OK, "max_depth 0 admits a scalar");
   guarded_free(&g);
   g = guarded_copy("[]", 2);
-  is_int(json_scan(g.data, 2, 0, NULL), JSON_ERR_DEPTH, "max_depth 0 refuses an empty array");
+  is_int(json_scan(g.data, 2, 0, VALUES, NULL), JSON_ERR_DEPTH, "max_depth 0 refuses an empty array");
   guarded_free(&g);
   /* siblings do not add up: depth goes back down after each container */
   const char sib[] = "[[[]],[[]],[[]],{\"a\":[]},[[1]]]";
   g = guarded_copy(sib, sizeof(sib) - 1);
-  is_int(json_scan(g.data, sizeof(sib) - 1, 3, NULL), JSON_OK, "sibling containers do not accumulate depth");
+  is_int(json_scan(g.data, sizeof(sib) - 1, 3, VALUES, NULL), JSON_OK, "sibling containers do not accumulate depth");
   guarded_free(&g);
 }
 
 static void length_tests(void) {
   /* Only len bytes count, whatever follows them in memory. */
   const char text[] = "[1]xyz";
-  is_int(json_scan(text, 3, DEPTH, NULL), JSON_OK, "bytes after len are not read");
-  is_int(json_scan("\"abc\"", 3, DEPTH, NULL), JSON_ERR_SYNTAX, "a value cut by len is incomplete");
-  is_int(json_scan("{\"a\":1}", 0, DEPTH, NULL), JSON_ERR_SYNTAX, "len 0 is empty input");
+  is_int(json_scan(text, 3, DEPTH, VALUES, NULL), JSON_OK, "bytes after len are not read");
+  is_int(json_scan("\"abc\"", 3, DEPTH, VALUES, NULL), JSON_ERR_SYNTAX, "a value cut by len is incomplete");
+  is_int(json_scan("{\"a\":1}", 0, DEPTH, VALUES, NULL), JSON_ERR_SYNTAX, "len 0 is empty input");
 
   /* A large valid document crosses many pages. */
   size_t n = 1 << 20;
@@ -213,10 +216,149 @@ static void length_tests(void) {
   big[len++] = '"';
   struct guarded g = guarded_copy(big, len);
   size_t off = 0;
-  is_int(json_scan(g.data, len, DEPTH, &off), JSON_OK, "1 MiB string of mixed UTF-8");
+  is_int(json_scan(g.data, len, DEPTH, VALUES, &off), JSON_OK, "1 MiB string of mixed UTF-8");
   is_int(off, len, "offset is the length after a valid document");
   guarded_free(&g);
   free(big);
+}
+
+/* n values: an array of n - 1 elements (objects: keys do not count). */
+static char *many(size_t n, const char *elem, bool object, size_t *len) {
+  size_t e = strlen(elem);
+  char *s = malloc(n * (e + 16) + 16);
+  size_t k = 0;
+  s[k++] = object ? '{' : '[';
+  for (size_t i = 0; i + 1 < n; i++) {
+    if (i > 0)
+      s[k++] = ',';
+    if (object)
+      k += (size_t)sprintf(s + k, "\"%zx\":", i);
+    memcpy(s + k, elem, e);
+    k += e;
+  }
+  s[k++] = object ? '}' : ']';
+  *len = k;
+  return s;
+}
+
+/* Every value becomes a cJSON node (about 64 bytes and a malloc each): 10
+ * MiB of "[]," would be a tree of 200 MB.  json_scan() counts them. */
+static void value_tests(void) {
+  static const char *const elems[] = {"[]", "0", "{}", "\"\"", "null"};
+  for (size_t i = 0; i < ARRAY_SIZE(elems); i++) {
+    for (int object = 0; object <= 1; object++) {
+      size_t len, off = 0;
+      char *s = many(VALUES, elems[i], object, &len);
+      struct guarded g = guarded_copy(s, len);
+      is_int(json_scan(g.data, len, DEPTH, VALUES, &off), JSON_OK, "%d values of %s in an %s pass", VALUES, elems[i],
+             object ? "object" : "array");
+      guarded_free(&g);
+      free(s);
+      s = many(VALUES + 1, elems[i], object, &len);
+      g = guarded_copy(s, len);
+      is_int(json_scan(g.data, len, DEPTH, VALUES, &off), JSON_ERR_VALUES, "%d values of %s in an %s fail", VALUES + 1,
+             elems[i], object ? "object" : "array");
+      ok(off < len && off > len - 16, "the offset is the value one too many (%zu of %zu)", off, len);
+      guarded_free(&g);
+      free(s);
+    }
+  }
+  /* 10 MiB of empty arrays stop at the limit, whatever follows. */
+  size_t len;
+  char *s = many(((size_t)10 << 20) / 3, "[]", false, &len);
+  struct guarded g = guarded_copy(s, len);
+  size_t off = 0;
+  is_int(json_scan(g.data, len, DEPTH, VALUES, &off), JSON_ERR_VALUES, "3.5 million empty arrays stop at the limit");
+  is_int(off, 1 + 3 * (size_t)(VALUES - 1), "at the 100,001st value");
+  guarded_free(&g);
+  free(s);
+  is_int(json_scan("[1,2]", 5, DEPTH, 3, NULL), JSON_OK, "max_values 3 admits [1,2]");
+  is_int(json_scan("[1,2,3]", 7, DEPTH, 3, NULL), JSON_ERR_VALUES, "and refuses [1,2,3]");
+  is_int(json_scan("{\"a\":1,\"b\":2}", 13, DEPTH, 3, NULL), JSON_OK, "keys are not values");
+  is_int(json_scan("1", 1, DEPTH, 0, NULL), JSON_ERR_VALUES, "max_values 0 refuses everything");
+  /* The limit counts before anything else fails. */
+  is_int(json_scan("[1,2,3,x", 8, DEPTH, 3, NULL), JSON_ERR_VALUES, "the limit is reported at the value too many");
+}
+
+struct nul_case {
+  const char *name;
+  const char *in;
+  size_t len;
+  int code;
+  const char *path; /* NULL: not checked */
+  bool in_key;
+  const char *id; /* NULL: no id found */
+};
+
+static const struct nul_case nul_cases[] = {
+    {"code of a tools/call",
+     S("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"execute_python\","
+       "\"arguments\":{\"code\":\"print(1)\\u0000\"}}}"),
+     JSON_OK, "params.arguments.code", false, "7"},
+    {"a file's text",
+     S("{\"jsonrpc\":\"2.0\",\"id\":\"req-1\",\"method\":\"tools/call\",\"params\":{\"arguments\":{\"files\":[{"
+       "\"path\":\"a\",\"text\":\"x\"},{\"path\":\"b\",\"text\":\"\\u0000\"}]}}}"),
+     JSON_OK, "params.arguments.files[1].text", false, "\"req-1\""},
+    {"an env value", S("{\"params\":{\"arguments\":{\"env_variables\":{\"A_B\":\"x\\u0000\"}}},\"id\":-3}"), JSON_OK,
+     "params.arguments.env_variables.A_B", false, "-3"},
+    {"a key", S("{\"id\":1,\"params\":{\"a\\u0000b\":1}}"), JSON_OK, "params", true, "1"},
+    {"a key deeper", S("{\"id\":1,\"params\":{\"x\":[{\"\\u0000\":1}]}}"), JSON_OK, "params.x[0]", true, "1"},
+    {"the first of two", S("{\"id\":2,\"a\":\"\\u0000\",\"b\":\"\\u0000\"}"), JSON_OK, "a", false, "2"},
+    {"nested arrays", S("{\"a\":[[1,\"\\u0000\"]],\"id\":9}"), JSON_OK, "a[0][1]", false, "9"},
+    {"in the id", S("{\"id\":\"\\u0000\",\"method\":\"ping\"}"), JSON_OK, "id", false, "\"\\u0000\""},
+    {"in the method", S("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\\u0000\"}"), JSON_OK, "method", false, "1"},
+    {"no id", S("{\"method\":\"x\",\"params\":{\"a\":\"\\u0000\"}}"), JSON_OK, "params.a", false, NULL},
+    {"an id given twice", S("{\"id\":1,\"id\":2,\"a\":\"\\u0000\"}"), JSON_OK, "a", false, NULL},
+    {"an id below the top", S("{\"params\":{\"id\":5,\"a\":\"\\u0000\"}}"), JSON_OK, "params.a", false, NULL},
+    {"not an object", S("[\"\\u0000\"]"), JSON_OK, "[0]", false, NULL},
+    {"the top-level string", S("\"\\u0000\""), JSON_OK, "", false, NULL},
+    {"an id with spaces around", S("{ \"id\" :  12 , \"a\":\"\\u0000\"}"), JSON_OK, "a", false, "12"},
+    {"a long key is cut",
+     S("{\"id\":1,\"params\":{\"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk\":"
+       "\"\\u0000\"}}"),
+     JSON_OK, "params.kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk\xE2\x80\xA6", false, "1"},
+    {"a key with escapes and non-ASCII", S("{\"id\":1,\"params\":{\"a\\\"\xC3\xA9\":\"\\u0000\"}}"), JSON_OK,
+     "params.a\xE2\x80\xA6", false, "1"},
+    {"a raw NUL byte is not an escape", S("{\"id\":1,\"a\":\"\0\"}"), JSON_ERR_NUL, NULL, false, NULL},
+    {"invalid UTF-8 after the escape", S("{\"id\":1,\"a\":\"\\u0000\",\"b\":\"\xFF\"}"), JSON_ERR_UTF8, NULL, false,
+     NULL},
+    {"a syntax error after the escape", S("{\"id\":1,\"a\":\"\\u0000\",}"), JSON_ERR_SYNTAX, NULL, false, NULL},
+    {"no \\u0000 at all", S("{\"id\":1}"), JSON_ERR_NUL, NULL, false, NULL},
+};
+
+static void nul_tests(void) {
+  for (size_t i = 0; i < ARRAY_SIZE(nul_cases); i++) {
+    const struct nul_case *c = &nul_cases[i];
+    struct guarded g = guarded_copy(c->in, c->len);
+    struct json_nul_site site;
+    memset(&site, 'x', sizeof(site));
+    int r = json_locate_nul(g.data, c->len, DEPTH, VALUES, &site);
+    is_int(r, c->code, "json_locate_nul: %s", c->name);
+    if (r == JSON_OK) {
+      is_str(site.path, c->path, "%s: path", c->name);
+      ok(site.in_key == c->in_key, "%s: %s", c->name, c->in_key ? "in a key" : "in a value");
+      if (c->id == NULL)
+        ok(site.id == NULL, "%s: no id", c->name);
+      else
+        is_mem(site.id, site.id ? site.id_len : 0, c->id, strlen(c->id), "%s: the id as written", c->name);
+    }
+    guarded_free(&g);
+  }
+  /* Deeper than the path records: the path is cut, never overflows. */
+  struct buf b = {0};
+  buf_append(&b, "{\"id\":1,\"p\":", 12);
+  for (int i = 0; i < DEPTH - 2; i++)
+    buf_append(&b, "{\"abcdefgh\":", 12);
+  buf_append(&b, "\"\\u0000\"", 8);
+  for (int i = 0; i < DEPTH - 2; i++)
+    buf_append(&b, "}", 1);
+  buf_append(&b, "}", 1);
+  struct json_nul_site site;
+  is_int(json_locate_nul(b.data, b.len, DEPTH, VALUES, &site), JSON_OK, "a \\u0000 %d levels down", DEPTH);
+  ok(strlen(site.path) < sizeof(site.path), "its path fits (%zu bytes)", strlen(site.path));
+  like(site.path, "p.abcdefgh.abcdefgh", "and starts at the top");
+  is_str(site.path + strlen(site.path) - 3, "\xE2\x80\xA6", "and ends with an ellipsis");
+  buf_free(&b);
 }
 
 static void strerror_tests(void) {
@@ -225,6 +367,7 @@ static void strerror_tests(void) {
   is_str(json_scan_strerror(JSON_ERR_UTF8), "the body is not valid UTF-8", "strerror UTF8");
   is_str(json_scan_strerror(JSON_ERR_NUL), "NUL characters are not accepted", "strerror NUL");
   is_str(json_scan_strerror(JSON_ERR_DEPTH), "the JSON is nested too deeply", "strerror DEPTH");
+  is_str(json_scan_strerror(JSON_ERR_VALUES), "the JSON has too many values", "strerror VALUES");
   is_str(json_scan_strerror(-99), "the body is not valid JSON", "strerror of an unknown code");
 }
 
@@ -274,6 +417,8 @@ int main(void) {
     check_case(&cases[i]);
   depth_tests();
   length_tests();
+  value_tests();
+  nul_tests();
   strerror_tests();
   prefix_tests();
   return done_testing();

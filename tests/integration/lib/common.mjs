@@ -6,6 +6,10 @@ import https from 'node:https';
 import { randomBytes } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  Client as Client2,
+  StreamableHTTPClientTransport as StreamableHTTPClientTransport2,
+} from '@modelcontextprotocol/client';
 
 function required(name) {
   const v = process.env[name];
@@ -41,6 +45,19 @@ export async function connectClient(name = 'integration-test') {
   const client = new Client({ name, version: '1.0.0' }, { capabilities: {} });
   await client.connect(transport);
   return { client, transport };
+}
+
+/**
+ * Connect an SDK 2.x client (@modelcontextprotocol/client) with a version
+ * negotiation mode: 'legacy', 'auto' or { pin: '2026-07-28' }.
+ */
+export async function connectClient2(mode, token = MCP_TOKEN, name = 'integration-modern') {
+  const transport = new StreamableHTTPClientTransport2(new URL(MCP_URL), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  const client = new Client2({ name, version: '1.0.0' }, { versionNegotiation: { mode } });
+  await client.connect(transport);
+  return client;
 }
 
 /**
