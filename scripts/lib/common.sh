@@ -328,7 +328,8 @@ start_squid() {
   rm -f "$d/conns/"* "$d/squid.pid"
   # The guard (egress/guard.c) refuses connections to private addresses
   # that egress_networks does not list, whatever the name resolved to.
-  LD_PRELOAD="$MCP_STATE_DIR/install/libexec/mcp-sandbox/libmcpegressguard.so" \
+  # No token reaches it either (as start_server).
+  env -u MCP_TOKENS LD_PRELOAD="$MCP_STATE_DIR/install/libexec/mcp-sandbox/libmcpegressguard.so" \
     MCP_EGRESS_NETWORKS="$(config_text egress_networks)" \
     setsid squid -N -f "$d/squid.conf" >>"$d/logs/squid.log" 2>&1 </dev/null &
   echo $! >"$d/squid.run.pid"

@@ -2,7 +2,7 @@
 // to the responders, and where the bearer tokens must never be.
 //
 // - No process of the stack (mcp-server's master, responders and keeper,
-//   the supervisors, runsc's sandboxes and gofers, nginx) holds a token in
+//   the supervisors, runsc's sandboxes and gofers, nginx, Squid) holds a token in
 //   its environment: scripts/test starts its stack with MCP_TOKENS set, as
 //   containers do.
 // - The FastCGI socket trusts MCP_TOKEN_ID from whoever connects, so the
@@ -84,6 +84,9 @@ test('no process of the stack has a token in its environment', opts, async (t) =
   const nginx = Number((readText(path.join(runtimeDir(), 'nginx.pid')) || '').trim());
   assert.ok(nginx > 0, 'nginx runs');
   walk(nginx, 'nginx');
+  // The filtering proxy of network by policy, when the stack runs one.
+  const squid = Number((readText(path.join(STATE_DIR, 'egress', 'squid.run.pid')) || '').trim());
+  if (squid > 0 && proc(squid)) walk(squid, 'squid');
   // runsc re-executes itself (comm "exe"): its argv[0] says what it is.
   const kinds = new Set([...pids.keys()].map((pid) => path.basename(proc(pid)?.argv[0] || '?').split(' ')[0]));
   t.diagnostic(`${pids.size} processes: ${[...kinds].sort().join(', ')}`);
