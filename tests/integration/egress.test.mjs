@@ -19,7 +19,7 @@ import path from 'node:path';
 import http from 'node:http';
 import https from 'node:https';
 import { spawn } from 'node:child_process';
-import { MCP_TOKEN, TEST_TIMEOUT_MS } from './lib/common.mjs';
+import { MCP_TOKEN, TEST_TIMEOUT_MS, connectClient2 } from './lib/common.mjs';
 import { RawSession, show } from './lib/rpc.mjs';
 import { STATE_DIR, sleep, alive, effectiveConfig } from './lib/host.mjs';
 
@@ -294,6 +294,31 @@ print("env", env, "files", files or "none")`,
   // Plain HTTP gets no credential (it would cross the network in clear).
   const plain = await call(s, fetchPy(`http://allowed.egress.test:${HP}/plain`));
   assert.match(plain.sc.stdout, /credential=no/);
+});
+
+test('the 2026-07-28 era: a sandbox handle of an egress token reaches its hosts; egress_allow beside `sandbox`', opts, async () => {
+  const c = await connectClient2({ pin: '2026-07-28' }, TOKEN_A, 'egress-modern');
+  const py = (args) => c.callTool({ name: 'execute_python', arguments: args }, { timeout: TEST_TIMEOUT_MS });
+  const handles = new Set();
+  try {
+    const first = await py({ code: fetchPy(`http://allowed.egress.test:${HP}/modern`) });
+    handles.add(first.structuredContent.sandbox);
+    assert.equal(first.structuredContent.stdout, `200 hello from allowed.egress.test:${HP}/modern credential=no\n`, show(first));
+    const again = await py({
+      code: fetchPy(`https://allowed.egress.test:${SP}/modern-narrowed`),
+      sandbox: first.structuredContent.sandbox,
+      egress_allow: [`allowed.egress.test:${HP}`],
+      files: caFile,
+    });
+    assert.equal(again.structuredContent.sandbox, first.structuredContent.sandbox, 'the same sandbox');
+    assert.match(again.structuredContent.stdout, /^ERR/, `narrowed away in that sandbox: ${show(again)}`);
+    const other = await py({ code: fetchPy(`http://other.egress.test:${HP}/modern`) });
+    handles.add(other.structuredContent.sandbox);
+    assert.match(other.structuredContent.stdout, /^403 egress denied/, "egress-b's host stays out of egress-a's sandboxes");
+  } finally {
+    for (const h of handles) await c.callTool({ name: 'close_sandbox', arguments: { sandbox: h } }).catch(() => {});
+    await c.close();
+  }
 });
 
 test('the byte cap: a download beyond egress_bytes_in is cut and reported as egress_limited', opts, async (t) => {
