@@ -205,6 +205,35 @@ test('denied: a name not allowed, an IP literal, a name resolving to a denied ne
   assert.ok(!seen.some((x) => /other\.egress\.test|127\.0\.0\.77/.test(x.host)), 'no denied request reached a server');
 });
 
+test('a tunnel to an allowed name carrying TLS for another name (SNI) is cut', opts, async () => {
+  const s = await open('sni', TOKEN_A);
+  const r = await call(
+    s,
+    `import os, socket, ssl
+p = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+def tunnel(sni):
+    c = socket.create_connection(("127.0.0.1", p), timeout=15)
+    c.sendall(b"CONNECT allowed.egress.test:${SP} HTTP/1.1\\r\\nHost: allowed.egress.test:${SP}\\r\\n\\r\\n")
+    head = b""
+    while b"\\r\\n\\r\\n" not in head:
+        head += c.recv(1)
+    ctx = ssl.create_default_context(cafile="test-ca.pem")
+    try:
+        t = ctx.wrap_socket(c, server_hostname=sni)
+        t.sendall(("GET /sni HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n" % sni).encode())
+        print(sni, head.split(b"\\r\\n")[0].decode(), t.recv(100).split(b"\\r\\n")[0].decode())
+    except (OSError, ssl.SSLError) as e:
+        print(sni, head.split(b"\\r\\n")[0].decode(), "TLS FAILED", type(e).__name__)
+tunnel("allowed.egress.test")
+tunnel("other.egress.test")`,
+    { files: caFile },
+  );
+  const [ok, other] = r.sc.stdout.trim().split('\n');
+  assert.match(ok, /^allowed\.egress\.test HTTP\/1\.[01] 200 .* HTTP\/1\.1 200/, show(r.sc));
+  assert.match(other, /^other\.egress\.test HTTP\/1\.[01] 200 .*TLS FAILED/, `the other name's handshake is cut: ${show(r.sc)}`);
+  assert.ok(!seen.some((x) => x.path === '/sni' && /other/.test(x.host)), 'no request with the other name reached the server');
+});
+
 test('the relay speaks HTTP only, and sockets cannot go around it', opts, async () => {
   const s = await open('protocol', TOKEN_A);
   const r = await call(s, rawPy('SSH-2.0-OpenSSH_9.2\r\n\r\n'));
