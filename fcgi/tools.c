@@ -19,9 +19,9 @@
 #include "fcgi/stream.h"
 #include "sandbox/bundle.h"
 
-/* Beyond a call's own limits: a sandbox start and the supervisor's grace
- * (call.c), and the time a client gets to take the answer. */
-#define CALL_SLACK_S 40
+/* Beyond a call's own limits: its sandbox getting ready, the supervisor's
+ * grace (call.c), and the time a client gets to take the answer. */
+#define CALL_SLACK_S (SANDBOX_READY_WAIT_S + 40)
 #define RESULT_GRACE_S 30
 
 /* ---- arguments ---- */
