@@ -607,7 +607,7 @@ static void ensure_sandbox(struct sup *s) {
     return;
   }
   mcp_error_t err = NULL;
-  if (s->boot_fd < 0) {
+  if (s->boot_fd < 0 && s->cfg.max_starting > 0) { /* 0: not resolved, no limit (tests) */
     int fd = boot_slot_try(&s->cfg, &err);
     s->boot_waiting = fd == -EAGAIN;
     if (s->boot_waiting)
