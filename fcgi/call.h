@@ -53,10 +53,6 @@ struct call_result {
 /* Called for each stdout ('O') or stderr ('E') chunk as it arrives, and
  * four times a second while the call runs ('T', len = elapsed ms). */
 #define CALL_TICK 'T'
-
-/* How long a call waits for its sandbox to be ready: a boot slot (the
- * service boots max_starting sandboxes at once) and the boot itself. */
-#define SANDBOX_READY_WAIT_S 120
 typedef void (*call_event_fn)(void *opaque, int type, const char *data, size_t len);
 
 int sandbox_call(const struct mcp_config *cfg, struct session *s, const struct call_request *req, call_event_fn ev,
