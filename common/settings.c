@@ -218,6 +218,10 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->max_concurrent = (int)(n > 0 ? 4 * n : 4);
   }
+  if (cfg->max_starting == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->max_starting = (int)(n > 2 ? n : 2);
+  }
   if (cfg->responders == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->responders = (int)(n > 0 ? 2 * n : 2);

@@ -79,3 +79,18 @@ void slot_release(struct slot_hold *h) {
     close(h->token_fd);
   *h = SLOT_HOLD_NONE;
 }
+
+int boot_slot_try(const struct mcp_config *cfg, mcp_error_t *err) {
+  char dir[PATH_MAX];
+  if (config_path(cfg, dir, sizeof(dir), "slots") < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "slots path");
+  cleanup_close int sfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (sfd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", dir);
+  if (mkdirat(sfd, "boot", 0700) < 0 && errno != EEXIST)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir slots/boot");
+  cleanup_close int bfd = openat(sfd, "boot", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (bfd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open slots/boot");
+  return take_one(bfd, cfg->max_starting, err);
+}

@@ -206,7 +206,7 @@ int sandbox_call(const struct mcp_config *cfg, struct session *s, const struct c
   if (fd < 0)
     return mcp_error_wrap(err, -1, "session %s", s->id);
   /* A sandbox that is still booting holds no execution slot. */
-  if (supervisor_wait_ready(fd, now_ms() + CALL_SLACK_MS, err) < 0)
+  if (supervisor_wait_ready(fd, now_ms() + (int64_t)cfg->ready_wait * 1000, err) < 0)
     return -1;
   /* The supervisor takes the execution slots (waiting up to capacity_wait)
    * and holds them while the call runs, whatever happens to us. */

@@ -30,7 +30,7 @@ static int ensure_mounted(struct rpc_call *c) {
     mcp_error_log_release(&err, "resources");
     return rpc_fail(c, RPC_INTERNAL_ERROR, "The session's workspace is not available right now; try again.");
   }
-  int r = supervisor_wait_ready(fd, now_ms() + 30000, &err);
+  int r = supervisor_wait_ready(fd, now_ms() + (int64_t)c->ctx->cfg->ready_wait * 1000, &err);
   if (r < 0)
     mcp_error_log_release(&err, "resources");
   if (r < 0 || !workspace_mounted(dirfd))

@@ -20,7 +20,7 @@
 #include "fcgi/stream.h"
 #include "sandbox/bundle.h"
 
-/* Beyond a call's own limits: a sandbox start and the supervisor's grace
+/* Beyond a call's own limits (and ready_wait): the supervisor's grace
  * (call.c), and the time a client gets to take the answer. */
 #define CALL_SLACK_S 40
 #define RESULT_GRACE_S 30
@@ -309,8 +309,8 @@ static int execute(struct rpc_call *c, const struct lang *lang, const struct cod
    * has not taken its answer is cut off (responder.c's watchdog). */
   const struct mcp_config *cfg = c->ctx->cfg;
   mcp_error_t err = NULL;
-  int64_t budget_s = (int64_t)cfg->busy_wait + ca->timeout_s + cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S +
-                     (ca->packages != NULL ? cfg->package_timeout : 0);
+  int64_t budget_s = (int64_t)cfg->busy_wait + cfg->ready_wait + ca->timeout_s + cfg->capacity_wait + CALL_SLACK_S +
+                     RESULT_GRACE_S + (ca->packages != NULL ? cfg->package_timeout : 0);
   http_set_deadline(c->sink, now_ms() + budget_s * 1000);
   struct call_stream cs;
   call_stream_init(&cs, c, ca->timeout_s);

@@ -50,10 +50,11 @@
 #include "sandbox/workspace.h"
 
 #define MAX_CLIENTS 32
-#define READY_TIMEOUT_MS 30000
+#define READY_TIMEOUT_MS 60000
 #define DEADLINE_GRACE_MS 2000
 #define MAX_QUICK_DEATHS 3
 #define SLOT_RETRY_MS 25
+#define BOOT_RETRY_MS 50 /* how soon a supervisor without a boot slot tries again */
 #define FINAL_FLUSH_MS 2000
 
 struct client {
@@ -90,6 +91,8 @@ struct sup {
   bool sandbox_gone; /* we reaped it: the sandbox is dead */
   struct client clients[MAX_CLIENTS];
   struct slot_hold slots; /* the running call's execution slots */
+  int boot_fd;            /* a boot slot while the sandbox starts (-1: none) */
+  bool boot_waiting;      /* no boot slot was free: try again soon */
   int call;               /* index of the client whose call runs, -1: none */
   bool call_active;
   bool call_orphaned; /* its client went away: finish, discard */
@@ -163,6 +166,14 @@ static void client_error(struct sup *s, int i, const char *sentence) {
   client_send(s, i, FRAME_ERROR, sentence, strlen(sentence));
 }
 
+/* The boot slot goes back once the executor is ready or the sandbox is
+ * gone (slots.h). */
+static void boot_release(struct sup *s) {
+  if (s->boot_fd >= 0)
+    close(s->boot_fd);
+  s->boot_fd = -1;
+}
+
 static void exec_close(struct sup *s) {
   if (s->exec_in >= 0)
     close(s->exec_in);
@@ -173,6 +184,7 @@ static void exec_close(struct sup *s) {
   s->ready = false;
   s->started = false;
   s->sandbox_pid = -1;
+  boot_release(s);
 }
 
 static void sandbox_stop(struct sup *s) {
@@ -435,6 +447,7 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
   switch (f->type) {
   case FRAME_READY:
     s->ready = true;
+    boot_release(s);
     for (int i = 0; i < MAX_CLIENTS; i++)
       if (s->clients[i].fd >= 0 && s->clients[i].wants_ready) {
         s->clients[i].wants_ready = false;
@@ -621,7 +634,17 @@ static void ensure_sandbox(struct sup *s) {
     return;
   }
   mcp_error_t err = NULL;
+  if (s->boot_fd < 0 && s->cfg.max_starting > 0) { /* 0: not resolved, no limit (tests) */
+    int fd = boot_slot_try(&s->cfg, &err);
+    s->boot_waiting = fd == -EAGAIN;
+    if (s->boot_waiting)
+      return; /* the loop tries again in a moment */
+    if (fd < 0)
+      mcp_error_log_release(&err, "mcp-sandboxd: boot slot"); /* boot without one */
+    s->boot_fd = fd < 0 ? -1 : fd;
+  }
   if (sandbox_start(s, &err) < 0) {
+    boot_release(s);
     mcp_error_log_release(&err, "mcp-sandboxd: start");
     fail_waiting(s, "The sandbox could not be started; try again later.");
     s->quit = true;
@@ -658,6 +681,8 @@ static int loop(struct sup *s) {
     if (s->call_active) {
       int64_t left = s->call_deadline - now;
       timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
+    } else if (!s->started && s->boot_waiting) {
+      timeout = BOOT_RETRY_MS;
     } else if (!s->ready) {
       int64_t left = s->started_at + READY_TIMEOUT_MS - now;
       timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
@@ -779,6 +804,7 @@ int supervisor_main(int argc, char **argv) {
   s.exec_in = s.exec_out = s.listen_fd = s.sig_fd = s.lock_fd = -1;
   s.sandbox_pid = -1;
   s.slots = SLOT_HOLD_NONE;
+  s.boot_fd = -1;
   s.call = -1;
   s.quitter = -1;
   for (int i = 0; i < MAX_CLIENTS; i++)

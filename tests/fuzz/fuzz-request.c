@@ -123,6 +123,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   set("cgroup_parent", "");
   set("busy_wait", "0");
   set("capacity_wait", "0");
+  set("ready_wait", "5");
   set("max_sessions", "4");
   set("allowed_origins", "https://app.example");
   set("audit_log", "/dev/null");

@@ -76,6 +76,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   set("max_concurrent", "2");
   set("busy_wait", "0");
   set("capacity_wait", "0");
+  set("ready_wait", "5");
   /* Small, so that fuzzed output reaches the limit. */
   set("output_limit", "4096");
   snprintf(uid, sizeof(uid), "%u", getuid() == 0 ? 1000U : (unsigned)getuid());

@@ -27,6 +27,11 @@ export const CA_PEM = fs.readFileSync(MCP_CA_FILE);
 // Per-test timeout: a sandbox start can take a while, the timeout test needs
 // at least 2 s, and the conformance suite runs several sessions.
 export const TEST_TIMEOUT_MS = Number(process.env.MCP_TEST_TIMEOUT_MS || 120_000);
+// What a busy machine may add to a bound on wall time seen from the client
+// (TLS, nginx, a responder and a sandbox all share the CPUs with the other
+// tests and whatever else runs): bounds on promptness say "near the limit,
+// not long after it", never "this fast" (speed is scripts/bench's business).
+export const SLACK_MS = Number(process.env.MCP_TEST_SLACK_MS || 5000);
 
 export const PROTOCOL_VERSION = '2025-11-25';
 
