@@ -15,7 +15,6 @@
 #include "fcgi/mcp.h"
 #include "fcgi/resources.h"
 #include "fcgi/sse.h"
-#include "fcgi/stream.h"
 #include "fcgi/tools.h"
 
 #define META_VERSION "io.modelcontextprotocol/protocolVersion"

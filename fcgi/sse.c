@@ -61,3 +61,12 @@ int sse_send(struct sse *s, const cJSON *msg) {
     return -1;
   return put(s, ev.data, ev.len);
 }
+
+static const char *const levels[] = {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"};
+
+int log_level_index(const char *name) {
+  for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
+    if (strcmp(levels[i], name) == 0)
+      return (int)i;
+  return -1;
+}

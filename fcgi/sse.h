@@ -31,4 +31,8 @@ int sse_keepalive(struct sse *s);
 /* One JSON-RPC message as an event. */
 int sse_send(struct sse *s, const cJSON *msg);
 
+/* The position of a log level of notifications/message (RFC 5424's
+ * order, "debug" first), or -1 when name is none of them. */
+int log_level_index(const char *name);
+
 #endif

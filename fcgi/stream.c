@@ -17,15 +17,6 @@
 #define LOG_LEVEL_FILE "log_level"
 #define MAX_LINE 8192
 
-static const char *const levels[] = {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"};
-
-int log_level_index(const char *name) {
-  for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
-    if (strcmp(levels[i], name) == 0)
-      return (int)i;
-  return -1;
-}
-
 int logging_set_level(struct rpc_call *c) {
   const cJSON *level = cJSON_GetObjectItemCaseSensitive(c->params, "level");
   if (!cJSON_IsString(level) || log_level_index(level->valuestring) < 0)

@@ -37,7 +37,6 @@ void call_stream_event(void *opaque, int type, const char *data, size_t len);
  * Returns 1 when answered on the stream, 0 or -1 (rpc error) otherwise. */
 int call_stream_finish(struct call_stream *cs, bool cancelled);
 
-int log_level_index(const char *name);
 /* logging/setLevel: the session's level for notifications/message. */
 int logging_set_level(struct rpc_call *c);
 
