@@ -285,11 +285,11 @@ export const CASES = [
       timeout_seconds: 20,
       eagain: /^fork failed errno 11 after /m,
       // Every process forks forever; the first one to get EAGAIN says so
-      // (once: an O_EXCL marker file elects it). The bomb first replaces
-      // the call's process (which has the warm imports: numpy, pandas) by
-      // a bare interpreter, as a bomb script would run: a fork of a large
-      // address space costs gVisor's sentry several times more.
-      code: String.raw`import os, sys
+      // (once: an O_EXCL marker file elects it). The bomb runs in a bare
+      // interpreter that the call starts (as a bomb script would run): a
+      // fork of the call's own process, which holds the warm imports (numpy,
+      // pandas), costs gVisor's sentry several times more.
+      code: String.raw`import subprocess, sys
 bomb = """
 import os, time
 t0 = time.time()
@@ -307,7 +307,7 @@ while True:
                 pass
 """
 sys.stdout.flush()
-os.execv(sys.executable, [sys.executable, "-S", "-c", bomb])
+subprocess.run([sys.executable, "-S", "-c", bomb])
 `,
     },
     javascript: {
