@@ -31,9 +31,10 @@ int slot_try(const struct mcp_config *cfg, const char *token, int token_max, str
 void slot_release(struct slot_hold *h);
 
 /* Boot slots: at most max_starting sandboxes boot at once across the
- * service (lock files below <state>/slots/boot/).  Booting is CPU-bound (the
- * sentry, the executor's imports): a burst of new sessions that all boot at
- * once finish together and late, a few at a time finish early and in turn.
+ * service (lock files below <state>/slots/boot/).  A boot takes CPU (the
+ * sentry, the executor's imports) and waits on I/O: a burst of new sessions
+ * that all boot at once thrash and finish together and late; too few at a
+ * time leave the CPUs idle (hence 4 x cores by default).
  * A supervisor holds one from the start of its sandbox until the executor
  * says it is ready (or the sandbox stops).  The slot's fd, -EAGAIN when
  * none is free, or -1 with err set. */
