@@ -241,12 +241,17 @@ static int proxy_address(const char *hostport, struct addrinfo **out) {
 
 /* The proxy learns whose connection this is from its local port. */
 static int register_conn(struct egress *e, struct egress_conn *c) {
-  struct sockaddr_storage ss;
-  socklen_t sl = sizeof(ss);
-  if (getsockname(c->out, (struct sockaddr *)&ss, &sl) < 0)
+  union {
+    struct sockaddr sa;
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+  } addr;
+  memset(&addr, 0, sizeof(addr));
+  socklen_t sl = sizeof(addr);
+  if (getsockname(c->out, &addr.sa, &sl) < 0)
     return -errno;
-  int port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                      : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  uint16_t port_be = addr.sa.sa_family == AF_INET6 ? addr.in6.sin6_port : addr.in.sin_port;
+  int port = ntohs(port_be);
   char name[16];
   snprintf(name, sizeof(name), "%d", port);
   mcp_error_t err = NULL;
