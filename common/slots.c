@@ -27,12 +27,17 @@ static int take_one(int dirfd, int n, mcp_error_t *err) {
   return -EAGAIN;
 }
 
-/* <state>/slots/t-<name>: names come from nginx's map (letters, digits,
- * _ . -); anything else shares one folder. */
-static int token_dir(int slots_fd, const char *token, mcp_error_t *err) {
-  char name[80];
-  bool plain = policy_name_valid(token);
-  snprintf(name, sizeof(name), "t-%s", plain ? token : "_");
+/* <state>/slots, opened. */
+static int slots_dir(const struct mcp_config *cfg, mcp_error_t *err) {
+  char dir[PATH_MAX];
+  if (config_path(cfg, dir, sizeof(dir), "slots") < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "slots path");
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return fd < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", dir) : fd;
+}
+
+/* <state>/slots/<name>, made when missing. */
+static int sub_dir(int slots_fd, const char *name, mcp_error_t *err) {
   if (mkdirat(slots_fd, name, 0700) < 0 && errno != EEXIST)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir slots/%s", name);
   int fd = openat(slots_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -43,13 +48,14 @@ int slot_try(const struct mcp_config *cfg, const char *token, int token_max, str
              mcp_error_t *err) {
   *h = SLOT_HOLD_NONE;
   *full = SLOT_FULL_NONE;
-  char dir[PATH_MAX];
-  if (config_path(cfg, dir, sizeof(dir), "slots") < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "slots path");
-  cleanup_close int sfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cleanup_close int sfd = slots_dir(cfg, err);
   if (sfd < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", dir);
-  cleanup_close int tfd = token_dir(sfd, token, err);
+    return -1;
+  /* t-<name>: names come from nginx's map (letters, digits, _ . -);
+   * anything else shares one folder. */
+  char name[80];
+  snprintf(name, sizeof(name), "t-%s", policy_name_valid(token) ? token : "_");
+  cleanup_close int tfd = sub_dir(sfd, name, err);
   if (tfd < 0)
     return -1;
   /* Neither is held while waiting: both are tried, the service's first (a
@@ -81,16 +87,11 @@ void slot_release(struct slot_hold *h) {
 }
 
 int boot_slot_try(const struct mcp_config *cfg, mcp_error_t *err) {
-  char dir[PATH_MAX];
-  if (config_path(cfg, dir, sizeof(dir), "slots") < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "slots path");
-  cleanup_close int sfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cleanup_close int sfd = slots_dir(cfg, err);
   if (sfd < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", dir);
-  if (mkdirat(sfd, "boot", 0700) < 0 && errno != EEXIST)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir slots/boot");
-  cleanup_close int bfd = openat(sfd, "boot", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    return -1;
+  cleanup_close int bfd = sub_dir(sfd, "boot", err);
   if (bfd < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open slots/boot");
+    return -1;
   return take_one(bfd, cfg->max_starting, err);
 }

@@ -125,16 +125,9 @@ struct tree_level {
  * is named in *sub (empty when none is left).  0 or -errno. */
 static int empty_files(int dfd, char sub[NAME_MAX + 1]) {
   sub[0] = '\0';
-  int dup_fd = dup(dfd);
-  if (dup_fd < 0)
+  cleanup_dir DIR *d = dir_stream(dfd);
+  if (d == NULL)
     return -errno;
-  cleanup_dir DIR *d = fdopendir(dup_fd);
-  if (d == NULL) {
-    int e = errno;
-    close(dup_fd);
-    return -e;
-  }
-  rewinddir(d);
   struct dirent *de;
   while ((errno = 0, de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
@@ -282,15 +275,9 @@ int remove_tree_at(int dirfd, const char *name, mcp_error_t *err) {
 static int chown_children(int dfd, uid_t uid, gid_t gid, dev_t dev, int depth) {
   if (depth > CHOWN_DEPTH_MAX)
     return -ELOOP;
-  int dup_fd = dup(dfd);
-  if (dup_fd < 0)
+  cleanup_dir DIR *d = dir_stream(dfd);
+  if (d == NULL)
     return -errno;
-  cleanup_dir DIR *d = fdopendir(dup_fd);
-  if (d == NULL) {
-    int e = errno;
-    close(dup_fd);
-    return -e;
-  }
   struct dirent *de;
   while ((errno = 0, de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
@@ -557,4 +544,19 @@ void sha256_hex(const void *data, size_t len, char out[65]) {
     out[2 * i + 1] = hex[md[i] & 15];
   }
   out[64] = '\0';
+}
+
+DIR *dir_stream(int dfd) {
+  int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0)
+    return NULL;
+  DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return NULL;
+  }
+  rewinddir(d); /* the copy shares the offset of dfd, wherever it is */
+  return d;
 }

@@ -128,4 +128,9 @@ void buf_free(struct buf *b);
 static inline void cleanup_bufp(struct buf *b) { buf_free(b); }
 #define cleanup_buf __attribute__((cleanup(cleanup_bufp)))
 
+/* A directory stream over the folder dfd, from its start, that leaves dfd
+ * open (it reads a close-on-exec copy; closedir() closes only that).  NULL
+ * with errno set. */
+DIR *dir_stream(int dfd);
+
 #endif

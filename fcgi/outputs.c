@@ -326,14 +326,9 @@ static int consider(struct scan *s, int dirfd, const char *name, const char *pat
 static int walk(struct scan *s, int dirfd, const char *prefix, int depth) {
   if (depth > MAX_DEPTH)
     return skip(s, prefix, "folders nested too deeply are not scanned");
-  int dup_fd = dup(dirfd);
-  if (dup_fd < 0)
+  cleanup_dir DIR *d = dir_stream(dirfd);
+  if (d == NULL)
     return -errno;
-  cleanup_dir DIR *d = fdopendir(dup_fd);
-  if (d == NULL) {
-    close(dup_fd);
-    return -errno;
-  }
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)

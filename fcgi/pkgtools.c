@@ -334,16 +334,9 @@ static int list_add(struct cache_list *l, const char *path, const struct stat *s
 static int list_files(int dfd, const char *path, dev_t dev, int depth, struct cache_list *l) {
   if (depth > TREE_DEPTH_MAX)
     return 0;
-  int dup_fd = dup(dfd);
-  if (dup_fd < 0)
+  cleanup_dir DIR *d = dir_stream(dfd);
+  if (d == NULL)
     return -errno;
-  cleanup_dir DIR *d = fdopendir(dup_fd);
-  if (d == NULL) {
-    int e = errno;
-    close(dup_fd);
-    return -e;
-  }
-  rewinddir(d); /* the descriptor's offset is shared with the caller's */
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
@@ -471,14 +464,9 @@ static int copy_file(int src, int dst_dir, const char *name, mode_t mode, uint64
 }
 
 int package_copy_wheels(int src_fd, int dst_fd, mcp_error_t *err) {
-  int dup_fd = dup(src_fd);
-  cleanup_dir DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-  if (d == NULL) {
-    if (dup_fd >= 0)
-      close(dup_fd);
+  cleanup_dir DIR *d = dir_stream(src_fd);
+  if (d == NULL)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "list the download folder");
-  }
-  rewinddir(d); /* the descriptor's offset is shared with the caller's */
   int count = 0;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
@@ -505,14 +493,9 @@ struct copy_state {
 static int copy_dir(int src, int dst, int depth, struct copy_state *cs, mcp_error_t *err) {
   if (depth > TREE_DEPTH_MAX)
     return mcp_fail(err, MCP_ERR_INTERNAL, ELOOP, "the package tree is too deep");
-  int dup_fd = dup(src);
-  cleanup_dir DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-  if (d == NULL) {
-    if (dup_fd >= 0)
-      close(dup_fd);
+  cleanup_dir DIR *d = dir_stream(src);
+  if (d == NULL)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "list the package tree");
-  }
-  rewinddir(d); /* the descriptor's offset is shared with the caller's */
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
