@@ -103,7 +103,29 @@ static void load_resolvers(void) {
     fclose(f);
 }
 
+/* The guard is Squid's own: its helpers (the policy helper, the
+ * certificate generator) connect to nothing but Squid, and a helper built
+ * with AddressSanitizer refuses to start when another library comes before
+ * ASan's runtime.  So this library leaves the LD_PRELOAD its children
+ * inherit, keeping the other entries. */
+static void leave_preload(void) {
+  const char *env = getenv("LD_PRELOAD");
+  if (env == NULL || strstr(env, "libmcpegressguard") == NULL)
+    return;
+  char buf[4096], out[4096] = "";
+  snprintf(buf, sizeof(buf), "%s", env);
+  char *save = NULL;
+  for (char *t = strtok_r(buf, ": ", &save); t != NULL; t = strtok_r(NULL, ": ", &save))
+    if (strstr(t, "libmcpegressguard") == NULL)
+      snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", out[0] ? ":" : "", t);
+  if (out[0] != '\0')
+    setenv("LD_PRELOAD", out, 1);
+  else
+    unsetenv("LD_PRELOAD");
+}
+
 __attribute__((constructor)) static void guard_init(void) {
+  leave_preload();
   for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
     parse_net(denied_text[i], &denied[i]);
   load_allowed();
