@@ -27,14 +27,15 @@ MCP_EGRESS_PORT="${MCP_EGRESS_PORT:-$((MCP_PORT + 5))}"
 
 # Debian packages: building, running, testing.
 MCP_APT_BUILD="build-essential autoconf automake libtool pkg-config libfcgi-dev libcjson-dev libseccomp-dev libcgroup-dev libssl-dev"
-MCP_APT_RUN="nginx runsc python3 python3-pip openssl curl ca-certificates libfcgi-bin cgroup-tools procps e2fsprogs squid-openssl"
+# Node.js runs execute_javascript in the sandbox; npm installs its packages.
+MCP_APT_RUN="nginx runsc python3 python3-pip nodejs npm openssl curl ca-certificates libfcgi-bin cgroup-tools procps e2fsprogs squid-openssl"
 # The template environment (env_requirements.txt) from Debian's packages;
 # MCP_TEMPLATE_FROM=pip (the Dockerfile) installs it with pip instead.
 MCP_APT_TEMPLATE="python3-numpy python3-pandas python3-matplotlib python3-pil"
 [ "${MCP_TEMPLATE_FROM:-apt}" = pip ] && MCP_APT_TEMPLATE=""
 # clang, libclang-rt-14-dev (libFuzzer), llvm (llvm-symbolizer), clang-tidy and
 # cppcheck: the fuzz harnesses and the static analysis (tests/fuzz/run, tests/lint/run).
-MCP_APT_TEST="nodejs npm clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd"
+MCP_APT_TEST="clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd"
 
 log() { printf '%s\n' "$*" >&2; }
 die() {
