@@ -15,17 +15,8 @@ builddir="${MCP_TEST_BUILDDIR:?run through make check}"
 guard="$builddir/libmcpegressguard.so"
 py=/usr/bin/python3
 
-n=0
-failed=0
-ok() {
-  n=$((n + 1))
-  if [ "$1" = 0 ]; then
-    echo "ok $n - $2"
-  else
-    echo "not ok $n - $2"
-    failed=$((failed + 1))
-  fi
-}
+# shellcheck source=tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 # connect_errno NETWORKS ADDRESS PORT: the errno name connect() ended with
 # in a process preloading the guard ("OK" when it connected).
 connect_errno() {

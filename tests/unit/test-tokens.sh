@@ -19,23 +19,8 @@ trap 'rm -rf "$tmp"' EXIT
 # tests must never signal a system nginx.
 export MCP_NGINX_PID="$tmp/no-nginx.pid"
 
-n=0
-failed=0
-ok() {
-  n=$((n + 1))
-  if [ "$1" = 0 ]; then
-    echo "ok $n - $2"
-  else
-    echo "not ok $n - $2"
-    failed=$((failed + 1))
-  fi
-}
-check() { # check DESCRIPTION COMMAND...
-  local d="$1"
-  shift
-  "$@" >/dev/null 2>&1
-  ok $? "$d"
-}
+# shellcheck source=tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 refuses() { # refuses DESCRIPTION PATTERN: the last render failed with PATTERN in its message
   local d="$1" pat="$2"
   [ "$status" != 0 ] && grep -q -- "$pat" "$tmp/err"
