@@ -2,6 +2,8 @@
 
 #include "common/metrics.h"
 
+#include "common/cell.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +38,7 @@ static const char *const reject_names[REJECT_N] = {
     [REJECT_CALLS_CAPACITY] = "calls_capacity",
     [REJECT_TOKEN_CALLS] = "token_calls",
     [REJECT_DISK_FULL] = "disk_full",
+    [REJECT_DRAINING] = "draining",
 };
 
 struct metrics *metrics_get(void) {
@@ -184,6 +187,10 @@ int64_t metrics_disk_free(const struct mcp_config *cfg) {
 }
 
 int metrics_health(const struct mcp_config *cfg, const char **reason) {
+  if (cell_draining()) {
+    *reason = "draining: this cell takes no new work and stops once its running calls end";
+    return -1;
+  }
   int64_t free_bytes = metrics_disk_free(cfg);
   if (free_bytes >= 0 && (uint64_t)free_bytes < cfg->disk_floor) {
     *reason = "the state folder's disk is below disk_floor: no new sessions";
@@ -224,6 +231,8 @@ static int count_dir(const struct mcp_config *cfg, const char *sub, bool (*want)
 static bool want_session(const char *n) { return session_id_valid(n); }
 static bool want_ready(const char *n) { return is_hex32(n); }
 
+int metrics_live_sessions(const struct mcp_config *cfg) { return count_dir(cfg, "sessions", want_session); }
+
 static void line(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void line(struct buf *b, const char *fmt, ...) {
   char tmp[512];
@@ -263,8 +272,9 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
     if (shm->tokens[i].name[0] != '\0')
       line(b, "mcp_token_calls_total{token=\"%s\"} %llu\n", shm->tokens[i].name,
            (unsigned long long)get(&shm->tokens[i].calls));
+  int live = metrics_live_sessions(cfg);
   line(b, "# HELP mcp_sessions_live Sessions that exist now.\n# TYPE mcp_sessions_live gauge\nmcp_sessions_live %d\n",
-       count_dir(cfg, "sessions", want_session));
+       live);
   line(b,
        "# HELP mcp_sandboxes_ready Sandboxes started ahead of demand, ready now.\n"
        "# TYPE mcp_sandboxes_ready gauge\nmcp_sandboxes_ready %d\n",
@@ -305,5 +315,6 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
   for (int i = 0; i < REJECT_N; i++)
     line(b, "mcp_requests_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
          (unsigned long long)get(&shm->rejected[i]));
+  cell_metrics_render(cfg, b, live);
   return 0;
 }

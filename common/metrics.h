@@ -44,6 +44,7 @@ enum reject_reason {
   REJECT_CALLS_CAPACITY, /* max_concurrent calls: a call waited capacity_wait in vain */
   REJECT_TOKEN_CALLS,    /* the token's max_concurrent calls */
   REJECT_DISK_FULL,      /* a new session refused below the free-space floor */
+  REJECT_DRAINING,       /* a new session or call refused while the cell drains (common/cell.h) */
   REJECT_N
 };
 
@@ -87,6 +88,9 @@ struct metrics {
   _Atomic uint64_t egress_bytes_out;
   _Atomic uint64_t egress_bytes_in;
   _Atomic uint64_t peers_refused;     /* FastCGI connections from a peer that may not talk to us */
+  _Atomic int64_t draining_since_ms;  /* common/cell.h: 0 while serving */
+  _Atomic int64_t calls_in_flight;    /* common/cell.h */
+  _Atomic uint64_t forwarded;         /* common/cell.h: requests sent to the cell that owns them */
   _Atomic int64_t last_start_ok_ms;   /* wall clock of the latest sandbox start that worked */
   _Atomic int64_t last_start_fail_ms; /* ... and of the latest that failed */
   _Atomic uint32_t token_lock;
@@ -121,6 +125,8 @@ void metrics_sandbox_start(bool ok);
 /* Bytes free (for an unprivileged writer) on the state folder's file
  * system, or -1 when unknown. */
 int64_t metrics_disk_free(const struct mcp_config *cfg);
+/* Sessions that exist now (counted in the state folder). */
+int metrics_live_sessions(const struct mcp_config *cfg);
 /* /healthz: 0 when the service can start sandboxes, else -1 with a reason. */
 int metrics_health(const struct mcp_config *cfg, const char **reason);
 /* Prometheus text format, gauges included. */

@@ -206,8 +206,13 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
     cfg->sandboxes_pids = (int)(pid_max / 4 * 3 > (1 << 22) ? (1 << 22) : pid_max / 4 * 3);
   }
   if (strcmp(cfg->cgroup_parent, "auto") == 0) {
-    uint32_t h = 2166136261u; /* FNV-1a of the state folder */
+    /* FNV-1a of the state folder and the cell: cells in containers of
+     * one host have the same state folder path and share the host's
+     * cgroups, and must never reap each other's sandboxes. */
+    uint32_t h = 2166136261u;
     for (const char *p = cfg->state_dir; *p; p++)
+      h = (h ^ (unsigned char)*p) * 16777619u;
+    for (const char *p = cfg->cell; *p; p++)
       h = (h ^ (unsigned char)*p) * 16777619u;
     snprintf(cfg->cgroup_parent, sizeof(cfg->cgroup_parent), "mcp-sandbox-%08x", h);
   }

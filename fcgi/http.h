@@ -25,6 +25,7 @@ struct http_request {
   const char *param_sandbox; /* HTTP_MCP_PARAM_SANDBOX */
   const char *token_id;      /* MCP_TOKEN_ID: the name of the bearer token nginx accepted */
   const char *request_id;    /* nginx's $request_id, for logs */
+  const char *forwarded_by;  /* HTTP_MCP_FORWARDED_BY: the cell that forwarded it (fcgi/forward.h) */
   const char *endpoint;      /* MCP_ENDPOINT: "metrics" or "healthz" from their nginx locations */
   const char *body;
   size_t body_len;

@@ -2,8 +2,10 @@
  *
  * Prepares the state folder and the sandbox skeleton, opens the FastCGI
  * socket, pre-forks the responders and the keeper, restarts any that dies,
- * and on SIGTERM/SIGINT stops everything it started: responders, keeper and
- * the per-session supervisors (which destroy their sandboxes).
+ * and on SIGTERM/SIGINT drains (common/cell.h: new work is refused, running
+ * calls end, for at most drain_timeout; a second signal cuts it short),
+ * then stops everything it started: responders, keeper and the per-session
+ * supervisors (which destroy their sandboxes).
  *
  * It is a child subreaper: supervisors are started by responders with a
  * double fork and adopted here, so they survive a responder that dies and
@@ -29,6 +31,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "common/cell.h"
 #include "common/metrics.h"
 #include "common/proc.h"
 #include "common/settings.h"
@@ -44,12 +47,18 @@
 #define STOP_GRACE_MS 15000
 #define WORKER_GRACE_MS 5000
 
+#define DRAIN_MIN_MS 500 /* requests between nginx and a responder get counted */
+
 static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t stop_count;
 static volatile sig_atomic_t child_exited;
 
 static volatile sig_atomic_t hangup;
 
-static void on_stop(int sig) { stop_signal = sig; }
+static void on_stop(int sig) {
+  stop_signal = sig;
+  stop_count++;
+}
 static void on_hangup(int sig) {
   (void)sig;
   hangup = 1;
@@ -248,6 +257,23 @@ static void stop_children(struct master *m, bool workers, int64_t grace_ms) {
     ;
 }
 
+/* New work is refused from now on (the responders see it in the shared
+ * counters); wait until no call runs, for at most the drain time, while
+ * still reaping children; a second SIGTERM or SIGINT stops at once. */
+static void drain(struct master *m) {
+  cell_drain_begin();
+  int64_t start = now_ms(), deadline = start + (int64_t)cell_drain_seconds(&m->cfg) * 1000;
+  fprintf(stderr, "mcp-server: draining: %lld calls running; stopping when they end, in at most %d s\n",
+          (long long)cell_calls_in_flight(), cell_drain_seconds(&m->cfg));
+  while (now_ms() < deadline && stop_count < 2) {
+    if (cell_calls_in_flight() == 0 && now_ms() - start >= DRAIN_MIN_MS)
+      return;
+    poll(NULL, 0, 100);
+    reap(m);
+  }
+  fprintf(stderr, "mcp-server: drain ended with %lld calls still running\n", (long long)cell_calls_in_flight());
+}
+
 /* Workers first (so nothing starts new sandboxes), then the supervisors,
  * which destroy their sandboxes; sessions stay on disk. */
 static void stop_all(struct master *m) {
@@ -335,6 +361,7 @@ int main(int argc, char **argv) {
     reap(&m);
   }
   fprintf(stderr, "mcp-server: stopping (signal %d)\n", (int)stop_signal);
+  drain(&m);
   stop_all(&m);
   return 0;
 }

@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/cell.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "fcgi/forward.h"
 #include "fcgi/json_scan.h"
 #include "fcgi/modern.h"
 #include "fcgi/resources.h"
@@ -86,6 +88,8 @@ static int handle_initialize(struct rpc_call *c) {
   if (!cJSON_IsString(pv))
     return rpc_fail(c, RPC_INVALID_PARAMS, "initialize: params.protocolVersion must be a string");
   const char *version = mcp_version_supported(pv->valuestring) ? pv->valuestring : MCP_LATEST_VERSION;
+  if (forward_refuse_new_session(c) < 0)
+    return -1;
 
   struct session s;
   mcp_error_t err = NULL;
@@ -138,7 +142,7 @@ static int handle_tools_list(struct rpc_call *c) {
   return c->result ? 0 : rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
 }
 
-static int handle_tools_call(struct rpc_call *c) { return tools_call(c); }
+static int handle_tools_call(struct rpc_call *c) { return forward_tools_call(c); }
 
 struct method {
   const char *name;
@@ -402,6 +406,9 @@ static int handle_post(struct mcp_ctx *ctx, const struct http_request *req, stru
   if (method != NULL && has_id && !id_valid(cJSON_GetObjectItemCaseSensitive(msg, "id")))
     return send_rpc_error(sink, 400, NULL, RPC_INVALID_REQUEST,
                           "Invalid Request: id must be a string (at most 256 bytes) or an integer");
+  /* Another cell's session or sandbox: that cell answers (forward.h). */
+  if (forward_route(ctx, req, sink, msg))
+    return 0;
   /* The 2026-07-28 era, decided per request (modern.h). */
   if (modern_request(req, msg))
     return modern_post(ctx, req, sink, msg);
@@ -434,6 +441,8 @@ static int modern_not_allowed(struct http_sink *sink) {
 static int handle_delete(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
   if (modern_by_headers(req))
     return modern_not_allowed(sink);
+  if (forward_route(ctx, req, sink, NULL))
+    return 0;
   struct session s;
   if (open_session(ctx, req, sink, NULL, &s) < 0)
     return 0;
@@ -476,6 +485,14 @@ static int serve_endpoint(struct mcp_ctx *ctx, const struct http_request *req, s
     if (metrics_render(ctx->cfg, &b) < 0)
       return http_send(sink, 503, "text/plain", NULL, "counters unavailable\n", 21);
     return http_send(sink, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.data ? b.data : "", b.len);
+  }
+  if (strcmp(req->endpoint, "cell") == 0) {
+    /* The metrics listener's /cell, for a router: name, load, state. */
+    const char *reason = "ok";
+    bool healthy = metrics_health(ctx->cfg, &reason) == 0;
+    char body[256];
+    cell_status_json(ctx->cfg, metrics_live_sessions(ctx->cfg), healthy, body, sizeof(body));
+    return http_send(sink, 200, "application/json", NULL, body, strlen(body));
   }
   if (strcmp(req->endpoint, "healthz") == 0) {
     const char *reason = "ok";

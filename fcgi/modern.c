@@ -11,6 +11,7 @@
 
 #include "common/metrics.h"
 #include "common/util.h"
+#include "fcgi/forward.h"
 #include "fcgi/json_scan.h"
 #include "fcgi/mcp.h"
 #include "fcgi/resources.h"
@@ -118,7 +119,9 @@ static int send_error(struct http_sink *sink, int status, const cJSON *id, int c
   cleanup_free char *text = cJSON_PrintUnformatted(o);
   if (text == NULL)
     return http_send(sink, 500, "application/json", NULL, "", 0);
-  return http_send(sink, status, "application/json", NULL, text, strlen(text));
+  /* 503: the cell drains or is full; say when to come back. */
+  static const char *const retry[] = {"Retry-After: 10", NULL};
+  return http_send(sink, status, "application/json", status == 503 ? retry : NULL, text, strlen(text));
 }
 
 static int send_failure(struct http_sink *sink, const cJSON *id, struct failure *f) {
@@ -278,7 +281,7 @@ struct method {
 static const struct method methods[] = {
     {"server/discover", discover, LIST_TTL_MS, true},
     {"tools/list", tools_list_modern, LIST_TTL_MS, true},
-    {"tools/call", tools_call, -1, false},
+    {"tools/call", forward_tools_call, -1, false},
     {"resources/list", resources_list_modern, LIST_TTL_MS, true},
     {"resources/templates/list", resources_templates_modern, LIST_TTL_MS, true},
     {"resources/read", resources_read_modern, 0, false},

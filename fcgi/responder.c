@@ -190,6 +190,7 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
       .param_sandbox = FCGX_GetParam("HTTP_MCP_PARAM_SANDBOX", r->envp),
       .token_id = FCGX_GetParam("MCP_TOKEN_ID", r->envp),
       .request_id = FCGX_GetParam("REQUEST_ID", r->envp),
+      .forwarded_by = FCGX_GetParam("HTTP_MCP_FORWARDED_BY", r->envp),
       .endpoint = endpoint,
       .body = body.data,
       .body_len = body.len,

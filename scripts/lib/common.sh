@@ -25,65 +25,31 @@ metrics_url() { printf 'http://127.0.0.1:%s/metrics' "$(metrics_port)"; }
 # The filtering proxy (Squid) of network by policy listens on loopback here.
 MCP_EGRESS_PORT="${MCP_EGRESS_PORT:-$((MCP_PORT + 5))}"
 
-# Debian packages: building, running, testing.
-MCP_APT_BUILD="build-essential autoconf automake libtool pkg-config libfcgi-dev libcjson-dev libseccomp-dev libcgroup-dev libssl-dev"
-# Node.js runs execute_javascript in the sandbox; npm installs its packages.
-MCP_APT_RUN="nginx runsc python3 python3-pip nodejs npm openssl curl ca-certificates libfcgi-bin cgroup-tools procps e2fsprogs squid-openssl"
-# The template environment (env_requirements.txt) from Debian's packages;
-# MCP_TEMPLATE_FROM=pip (the Dockerfile) installs it with pip instead.
-MCP_APT_TEMPLATE="python3-numpy python3-pandas python3-matplotlib python3-pil"
-[ "${MCP_TEMPLATE_FROM:-apt}" = pip ] && MCP_APT_TEMPLATE=""
-# clang, libclang-rt-14-dev (libFuzzer), llvm (llvm-symbolizer), clang-tidy and
-# cppcheck: the fuzz harnesses and the static analysis (tests/fuzz/run, tests/lint/run).
-MCP_APT_TEST="clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd"
-
-log() { printf '%s\n' "$*" >&2; }
-die() {
-  printf 'error: %s\n' "$*" >&2
-  exit 1
-}
+# The Debian packages and their install (packages.sh: also the Dockerfile's
+# first layer, which changes only with the package lists).
+# shellcheck source=packages.sh
+. "$MCP_ROOT/scripts/lib/packages.sh"
 
 require_root() {
   [ "$(id -u)" = 0 ] || die "run this as root (it installs packages and starts gVisor sandboxes): sudo $0 $*"
 }
 
+# Where build() installs the service: <state>/install, or MCP_INSTALL_DIR
+# (the container image: the state folder is a volume there).
+install_dir() { printf '%s' "${MCP_INSTALL_DIR:-$MCP_STATE_DIR/install}"; }
+
 state_hash() { printf '%s' "$MCP_STATE_DIR" | sha256sum | cut -c1-12; }
 runtime_dir() { printf '/run/mcp-sandbox/%s' "$(state_hash)"; }
-
-# Install the Debian packages that are missing (one apt-get call).
-apt_install() {
-  local missing=() p
-  for p in "$@"; do
-    # node and npm may come from elsewhere (NodeSource): accept the commands.
-    case "$p" in
-      nodejs) command -v node >/dev/null && continue ;;
-      npm) command -v npm >/dev/null && continue ;;
-    esac
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq || apt-get update
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
-  # The nginx and squid packages start their default services; we run our own.
-  if [[ " ${missing[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null; then
-    systemctl disable --now nginx >/dev/null 2>&1 || true
-  fi
-  if [[ " ${missing[*]} " == *" squid-openssl "* ]] && command -v systemctl >/dev/null; then
-    systemctl disable --now squid >/dev/null 2>&1 || true
-  fi
-}
-
-install_deps() {
-  # shellcheck disable=SC2086
-  apt_install $MCP_APT_BUILD $MCP_APT_RUN $MCP_APT_TEMPLATE "$@"
-}
 
 # Configure (once per prefix and MCP_CONFIGURE_FLAGS, e.g. --enable-sanitizers),
 # build, install into the state folder.
 build() {
-  local prefix="$MCP_STATE_DIR/install"
+  local prefix
+  prefix="$(install_dir)"
+  # The image built and installed the service (Dockerfile): nothing to do.
+  if [ "${MCP_PREBUILT:-no}" = yes ] && [ -x "$prefix/bin/mcp-server" ]; then
+    return 0
+  fi
   local options="--prefix=$prefix${MCP_CONFIGURE_FLAGS:+ $MCP_CONFIGURE_FLAGS}"
   (
     cd "$MCP_ROOT"
@@ -147,7 +113,7 @@ first_token() { awk '!/^#/ && NF>=2 {print $2; exit}' "$MCP_STATE_DIR/tokens"; }
 # tokens -> nginx map and the per-token policy (options, no tokens), by the
 # same script the systemd unit runs.
 render_token_map() {
-  "$MCP_STATE_DIR/install/libexec/mcp-sandbox/mcp-sandbox-tokens" "$MCP_STATE_DIR/tokens" \
+  "$(install_dir)/libexec/mcp-sandbox/mcp-sandbox-tokens" "$MCP_STATE_DIR/tokens" \
     "$MCP_STATE_DIR/nginx/tokens.map" "$MCP_STATE_DIR/token-policy" || die "tokens: fix $MCP_STATE_DIR/tokens"
 }
 
@@ -188,12 +154,48 @@ ensure_tls() {
 # mcp.conf (or MCP_CONFIG) and the MCP_<KEY> environment variables.
 config_value() {
   local out
-  out="$(MCP_STATE_DIR="$MCP_STATE_DIR" "$MCP_STATE_DIR/install/bin/mcp-server" --print-config)" || return 1
+  out="$(MCP_STATE_DIR="$MCP_STATE_DIR" "$(install_dir)/bin/mcp-server" --print-config)" || return 1
   awk -v k="$1" '$1 == k && $2 == "=" { print $3; found = 1 } END { exit !found }' <<<"$out"
 }
 
+# The first nameserver of /etc/resolv.conf (nginx's resolver takes
+# addresses; Docker's networks and Kubernetes give one there), or
+# MCP_RESOLVER.
+resolver_address() {
+  [ -n "${MCP_RESOLVER:-}" ] && { printf '%s' "$MCP_RESOLVER"; return 0; }
+  awk '$1 == "nameserver" { print $2; exit }' /etc/resolv.conf
+}
+
+# Cells (README.md, "Cells and the router"): where this cell finds the
+# others, for the requests it forwards (fcgi/forward.h), from
+# MCP_CELL_ADDRESS: a pattern with {cell} resolved by DNS when used
+# ("{cell}.mcp-cells.default.svc.cluster.local:8080", "{cell}:8080"), or a
+# list "name=host:port ..." (cells listed in configuration).  Unset: no
+# other cell (a request for one gets 503).
+render_cells_map() {
+  local out="$MCP_STATE_DIR/nginx/cells.conf" spec="${MCP_CELL_ADDRESS:-}" entry
+  {
+    printf '# written by scripts/lib/common.sh (render_cells_map) from MCP_CELL_ADDRESS\n'
+    if [[ "$spec" == *"{cell}"* ]]; then
+      [[ "$spec" =~ ^\{cell\}[A-Za-z0-9.-]*:[0-9]+$ ]] ||
+        die "MCP_CELL_ADDRESS must look like {cell}.domain:port or {cell}:port, not $spec"
+      printf 'resolver %s valid=5s ipv6=off;\nresolver_timeout 3s;\n' "$(resolver_address)"
+      printf 'map $mcp_fwd_cell $mcp_fwd_addr {\n    "~^(?<mcp_fwd_name>[a-z0-9-]+)$" "%s";\n}\n' \
+        "${spec//\{cell\}/\$\{mcp_fwd_name\}}"
+    else
+      printf 'map $mcp_fwd_cell $mcp_fwd_addr {\n    default "";\n'
+      for entry in $spec; do
+        [[ "$entry" =~ ^[a-z0-9-]{1,40}=[A-Za-z0-9.-]+:[0-9]+$ ]] ||
+          die "MCP_CELL_ADDRESS: '$entry' is not name=host:port"
+        printf '    %s %s;\n' "${entry%%=*}" "${entry#*=}"
+      done
+      printf '}\n'
+    fi
+  } >"$out.tmp" && mv "$out.tmp" "$out"
+}
+
 render_nginx() {
-  local rt tls listen max_body
+  local rt tls listen max_body cell cell_header=""
   rt="$(runtime_dir)"
   mkdir -p "$MCP_STATE_DIR/nginx" "$MCP_STATE_DIR/logs" "$rt"
   chmod 755 /run/mcp-sandbox "$rt"
@@ -207,11 +209,17 @@ render_nginx() {
   # nginx refuses bodies over the server's own max_body (mcp.conf,
   # MCP_CONFIG or MCP_MAX_BODY, as the server reads them), so the two agree.
   max_body="$(config_value max_body)" || die "the configuration is not valid (above)"
+  # A cell names itself in every answer (Mcp-Cell), so that a client or a
+  # test sees who answered.
+  cell="$(config_text cell)"
+  [ -z "$cell" ] || cell_header="add_header Mcp-Cell $cell always;"
   render_token_map
+  render_cells_map
   sed -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" -e "s|@RUNTIME_DIR@|$rt|g" -e "s|@LISTEN@|$listen|g" \
     -e "s|@TLS_CONFIG@|$tls|g" -e "s|@MAX_BODY@|$max_body|g" -e "s|@FCGI_SOCKET@|$rt/fcgi.sock|g" \
     -e "s|@NGINX_USER@|${MCP_NGINX_USER:-www-data}|g" -e "s|@NGINX_DAEMON@|${MCP_NGINX_DAEMON:-on}|g" \
-    -e "s|@METRICS_PORT@|$(metrics_port)|g" \
+    -e "s|@METRICS_PORT@|$(metrics_port)|g" -e "s|@METRICS_HOST@|${MCP_METRICS_HOST:-127.0.0.1}|g" \
+    -e "s|@CELL_HEADER@|$cell_header|g" -e "s|@CELL@|$cell|g" \
     "$MCP_ROOT/nginx/nginx.conf.in" >"$MCP_STATE_DIR/nginx/nginx.conf"
   nginx -t -q -c "$MCP_STATE_DIR/nginx/nginx.conf" || die "nginx rejected the generated configuration"
 }
@@ -227,7 +235,7 @@ SQUID_USER=proxy
 
 # A setting as the server sees it, whole (config_value takes one word).
 config_text() {
-  MCP_STATE_DIR="$MCP_STATE_DIR" "$MCP_STATE_DIR/install/bin/mcp-server" --print-config |
+  MCP_STATE_DIR="$MCP_STATE_DIR" "$(install_dir)/bin/mcp-server" --print-config |
     sed -n "s/^$1 = //p"
 }
 
@@ -308,7 +316,7 @@ render_squid() {
   networks="$(config_text egress_networks | tr ',' ' ')"
   hosts="$(config_text egress_hosts_file)"
   upstream="$(config_text egress_upstream_ca)"
-  helper="$MCP_STATE_DIR/install/libexec/mcp-sandbox/mcp-egress-helper"
+  helper="$(install_dir)/libexec/mcp-sandbox/mcp-egress-helper"
   render_squid_errors
   render_squid_credentials "$(config_text egress_credentials)"
   [ -n "$networks" ] || networks='"/dev/null"'
@@ -330,7 +338,7 @@ start_squid() {
   # The guard (egress/guard.c) refuses connections to private addresses
   # that egress_networks does not list, whatever the name resolved to.
   # No token reaches it either (as start_server).
-  env -u MCP_TOKENS LD_PRELOAD="$MCP_STATE_DIR/install/libexec/mcp-sandbox/libmcpegressguard.so" \
+  env -u MCP_TOKENS LD_PRELOAD="$(install_dir)/libexec/mcp-sandbox/libmcpegressguard.so" \
     MCP_EGRESS_NETWORKS="$(config_text egress_networks)" \
     setsid squid -N -f "$d/squid.conf" >>"$d/logs/squid.log" 2>&1 </dev/null &
   echo $! >"$d/squid.run.pid"
@@ -371,7 +379,7 @@ start_server() {
   # No token reaches the server's processes (nor nginx, below): MCP_TOKENS
   # was written to the tokens file, and children would inherit it.
   env -u MCP_TOKENS MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$rt/fcgi.sock" \
-    setsid "$MCP_STATE_DIR/install/bin/mcp-server" >>"$MCP_STATE_DIR/logs/mcp-server.log" 2>&1 </dev/null &
+    setsid "$(install_dir)/bin/mcp-server" >>"$MCP_STATE_DIR/logs/mcp-server.log" 2>&1 </dev/null &
   echo $! >"$pidf"
   local i
   for i in $(seq 1 100); do
@@ -440,7 +448,7 @@ mcp-sandbox is running.
 
 Effective configuration:
 $(env -u MCP_TOKENS MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$(runtime_dir)/fcgi.sock" \
-    "$MCP_STATE_DIR/install/bin/mcp-server" --print-config | sed 's/^/  /')
+    "$(install_dir)/bin/mcp-server" --print-config | sed 's/^/  /')
 
 mcp-remote configuration (Claude Desktop, Claude Code, Gemini CLI, ...); replace <token> with the token:
 {
@@ -459,21 +467,35 @@ mcp-remote configuration (Claude Desktop, Claude Code, Gemini CLI, ...); replace
 MSG
 }
 
+# The server first: on SIGTERM it drains (common/cell.h: new work refused,
+# running calls end, for at most drain_timeout) while nginx still carries
+# its answers; then nginx.
 stop_all() {
-  local rt pidf="$MCP_STATE_DIR/mcp-server.pid" i
+  local rt pidf="$MCP_STATE_DIR/mcp-server.pid" i wait_s
   rt="$(runtime_dir)"
+  if pid_alive "$pidf"; then
+    # The master stops its responders, the keeper and every supervisor,
+    # which destroy their sandboxes; sessions stay on disk.
+    wait_s="$(drain_wait_seconds)"
+    kill -TERM "$(cat "$pidf")" 2>/dev/null || true
+    for i in $(seq 1 $((wait_s * 10))); do pid_alive "$pidf" || break; sleep 0.1; done
+    pid_alive "$pidf" && kill -KILL "$(cat "$pidf")" 2>/dev/null
+  fi
   if pid_alive "$rt/nginx.pid"; then
     kill -QUIT "$(cat "$rt/nginx.pid")" 2>/dev/null || true
     for i in $(seq 1 50); do pid_alive "$rt/nginx.pid" || break; sleep 0.1; done
     pid_alive "$rt/nginx.pid" && kill -KILL "$(cat "$rt/nginx.pid")" 2>/dev/null
   fi
-  if pid_alive "$pidf"; then
-    # The master stops its responders, the keeper and every supervisor,
-    # which destroy their sandboxes; sessions stay on disk.
-    kill -TERM "$(cat "$pidf")" 2>/dev/null || true
-    for i in $(seq 1 300); do pid_alive "$pidf" || break; sleep 0.1; done
-    pid_alive "$pidf" && kill -KILL "$(cat "$pidf")" 2>/dev/null
-  fi
   stop_squid
   rm -f "$pidf" "$rt/nginx.pid"
+}
+
+# How long stop_all waits for the server: its drain (drain_timeout, or
+# timeout_max + 10) and the 20 s it gives its children to stop.
+drain_wait_seconds() {
+  local d t
+  d="$(config_value drain_timeout 2>/dev/null)" || d=0
+  t="$(config_value timeout_max 2>/dev/null)" || t=300
+  [ "${d:-0}" -gt 0 ] 2>/dev/null || d=$((t + 10))
+  printf '%s' $((d + 30))
 }

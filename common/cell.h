@@ -1,0 +1,47 @@
+/* A cell's shared state: draining, the calls it is running, requests it
+ * forwarded to other cells (README.md, "Cells and the router").
+ *
+ * It lives in the service's counters (metrics.h: one mapping shared by the
+ * master, the responders, the keeper and the supervisors), so that the
+ * master's SIGTERM is seen by every responder at once:
+ *
+ *   field               written by                   read by
+ *   draining_since_ms   the master (first SIGTERM)    responders (refuse new work), /healthz, /cell
+ *   calls_in_flight     responders (tools/call)       the master (drain: waits for 0), /metrics
+ *   forwarded           responders (forward.c)        /metrics
+ *
+ * Draining: /healthz answers 503 "draining" (a load balancer or Kubernetes
+ * stops sending new work), new sessions and new calls get 503 with
+ * Retry-After (a router sends new work elsewhere; a client retries its
+ * session's call once the cell is back), calls already running go on; the
+ * master exits when none runs, or after drain_timeout. */
+#ifndef MCP_CELL_H
+#define MCP_CELL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/settings.h"
+#include "common/util.h"
+
+/* Master: the service starts draining now (idempotent). */
+void cell_drain_begin(void);
+/* True once the master started draining. */
+bool cell_draining(void);
+/* A tools/call starts or ends in a responder. */
+void cell_call_begin(void);
+void cell_call_end(void);
+/* Calls running now (0 when the counters are not mapped). */
+int64_t cell_calls_in_flight(void);
+/* A request went to the cell that owns it (forward.c). */
+void cell_forwarded(void);
+/* The seconds a drain may last: drain_timeout, or timeout_max + 10. */
+int cell_drain_seconds(const struct mcp_config *cfg);
+/* Prometheus lines of the cell (its name, draining, calls in flight,
+ * forwarded requests), appended to b. */
+void cell_metrics_render(const struct mcp_config *cfg, struct buf *b, int live_sessions);
+/* The cell's status for a router (the metrics listener's /cell): one JSON
+ * object {cell, sessions, draining, healthy, calls} and a newline. */
+void cell_status_json(const struct mcp_config *cfg, int live_sessions, bool healthy, char *out, size_t size);
+
+#endif
