@@ -22,7 +22,9 @@ MCP_APT_ROUTER="libnginx-mod-http-lua lua-nginx-dns"
 MCP_APT_CLUSTER="docker.io debootstrap"
 # clang, libclang-rt-14-dev (libFuzzer), llvm (llvm-symbolizer), clang-tidy and
 # cppcheck: the fuzz harnesses and the static analysis (tests/fuzz/run, tests/lint/run).
-MCP_APT_TEST="clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd"
+# python3-kubernetes and python3-yaml: the offline checks of the Kubernetes
+# manifests (tests/k8s/check.py).
+MCP_APT_TEST="clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd python3-kubernetes python3-yaml"
 
 log() { printf '%s\n' "$*" >&2; }
 die() {
