@@ -91,7 +91,7 @@ end
 -- One cell's /cell: {cell, sessions, draining, healthy} or nil, reason.
 local function fetch_status(ip)
   local sock = ngx.socket.tcp()
-  sock:settimeouts(500, 1000, 1000)
+  sock:settimeouts(1000, 2000, 2000)
   local ok, err = sock:connect(ip, cfg.status_port)
   if not ok then
     return nil, err
@@ -146,9 +146,12 @@ local function poll()
       seen[st.name] = true
     end
   end
+  -- A cell that did not answer this poll stays as it was until its
+  -- entries expire (DOWN_AFTER polls): one slow answer on a busy machine
+  -- must not send its sessions 503s.  A cell that is gone for good is
+  -- down within DOWN_AFTER polls.
   for _, name in ipairs(known_cells()) do
     if not seen[name] then
-      dict:delete("up:" .. name)
       dict:delete("ready:" .. name)
     end
   end

@@ -91,12 +91,13 @@ async function modernSandbox(code = 'print("new")') {
   return { era: '2026', client, id: r.structuredContent.sandbox };
 }
 
-/** Run code in a session or sandbox; the structured result. */
-async function py(s, code, extra = {}) {
+/** Run code in a session or sandbox; the structured result.  timeout: the
+ * SDK's wait for the answer (a call whose stream broke with its cell is
+ * only given up by the SDK then). */
+async function py(s, code, extra = {}, timeout = 300_000) {
   const args = { code, ...extra };
   if (s.era === '2026') args.sandbox = s.id;
-  const r = await s.client.callTool({ name: 'execute_python', arguments: args }, undefined, { timeout: 300_000 });
-  return r;
+  return s.client.callTool({ name: 'execute_python', arguments: args }, undefined, { timeout });
 }
 
 async function closeAll(list) {
@@ -321,43 +322,51 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
   const perCell = {};
   for (const s of sessions) perCell[ownerOf(s.id)] = (perCell[ownerOf(s.id)] || 0) + 1;
   const seenBefore = seen.length;
-  const stats = { lost: new Set(), failed: 0, retried: 0, stall: 0, done: 0, killAt: 0, restartedAt: 0 };
+  const stats = { lost: new Set(), failed: 0, notRun: 0, retried: 0, stall: 0, done: 0, killAt: 0, restartedAt: 0 };
   const victim = 'cell-1';
   const total = LOAD_SESSIONS * LOAD_CALLS;
   let chaos = null;
   // Each call moves the session's counter from i to i + 1, once: a retry
-  // after a call that ran but whose answer was lost finds i + 1.
+  // after a call that ran but whose answer was lost finds i + 1.  A call
+  // in flight on the killed cell loses its stream; the SDKs then wait for
+  // their request timeout (120 s here) before the call is tried again.
   const step = (i) =>
     `import os\ni = ${i}\nn = int(open("counter").read()) if os.path.exists("counter") else 0\n` +
     `if n == i:\n    open("counter.tmp", "w").write(str(i + 1))\n    os.replace("counter.tmp", "counter")\nprint(n)`;
   async function one(s) {
     let last = Date.now();
     for (let i = 0; i < LOAD_CALLS; i++) {
-      const deadline = Date.now() + 240_000;
+      const deadline = Date.now() + 300_000;
       let attempt = 0;
       for (;;) {
         attempt++;
         let r = null;
         let error = null;
         try {
-          r = await py(s, step(i));
+          r = await py(s, step(i), {}, 120_000);
         } catch (e) {
           error = e;
         }
         const text = error ? String(error.message || error) : r.isError ? JSON.stringify(r.content).slice(0, 300) : '';
         if (!error && !r.isError) {
           const n = Number(r.structuredContent.stdout.trim());
-          if (!(n === i || (attempt > 1 && n === i + 1))) stats.lost.add(`${s.id}: call ${i} found ${n}`);
+          if (!(n === i || (attempt > 1 && n === i + 1))) {
+            stats.lost.add(`${s.id}: call ${i} found ${n}`);
+            return;
+          }
           break;
         }
         if (/404|[Uu]nknown sandbox|not found/.test(text)) {
           stats.lost.add(`${s.id}: ${text}`);
-          break;
+          return;
         }
         if (Date.now() > deadline) {
+          // The session stops here: its later calls would only find the
+          // counter where this one left it.
           stats.failed++;
+          stats.notRun += LOAD_CALLS - i - 1;
           console.log(`# failed call ${s.id} #${i}: ${text}`);
-          break;
+          return;
         }
         stats.retried++;
         await sleep(1000);
@@ -384,7 +393,7 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
   console.log(
     `# cluster load: ${LOAD_SESSIONS} sessions (${JSON.stringify(perCell)}), ${total} calls in ${Date.now() - started} ms; ` +
       `${victim} killed after ${stats.killAt} calls, started again by ${stats.restartedAt}; ` +
-      `sessions lost ${stats.lost.size}, misrouted ${wrong.length}, failed calls ${stats.failed}, ` +
+      `sessions lost ${stats.lost.size}, misrouted ${wrong.length}, failed calls ${stats.failed} (${stats.notRun} not run after them), ` +
       `retried calls ${stats.retried}, longest stall ${stats.stall} ms`,
   );
   for (const l of stats.lost) console.log(`# lost: ${l}`);
