@@ -3,7 +3,6 @@
 
 #include "common/cell.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "common/metrics.h"
@@ -44,38 +43,27 @@ int cell_drain_seconds(const struct mcp_config *cfg) {
   return cfg->drain_timeout > 0 ? cfg->drain_timeout : cfg->timeout_max + 10;
 }
 
-static void append(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void append(struct buf *b, const char *fmt, ...) {
-  char tmp[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    buf_append(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
-}
-
 void cell_metrics_render(const struct mcp_config *cfg, struct buf *b, int live_sessions) {
   struct metrics *m = metrics_get();
   if (m == NULL)
     return;
   (void)live_sessions;
-  append(b,
-         "# HELP mcp_cell_info The cell's name (empty: the service is not a cell).\n# TYPE mcp_cell_info gauge\n"
-         "mcp_cell_info{cell=\"%s\"} 1\n",
-         cfg->cell);
-  append(b,
-         "# HELP mcp_cell_draining 1 while the cell drains (after SIGTERM): no new sessions or calls.\n"
-         "# TYPE mcp_cell_draining gauge\nmcp_cell_draining %d\n",
-         cell_draining() ? 1 : 0);
-  append(b,
-         "# HELP mcp_calls_in_flight Tool calls running now.\n# TYPE mcp_calls_in_flight gauge\n"
-         "mcp_calls_in_flight %lld\n",
-         (long long)cell_calls_in_flight());
-  append(b,
-         "# HELP mcp_requests_forwarded_total Requests naming another cell's session or sandbox, sent to that "
-         "cell.\n# TYPE mcp_requests_forwarded_total counter\nmcp_requests_forwarded_total %llu\n",
-         (unsigned long long)atomic_load(&m->forwarded));
+  metrics_line(b,
+               "# HELP mcp_cell_info The cell's name (empty: the service is not a cell).\n# TYPE mcp_cell_info gauge\n"
+               "mcp_cell_info{cell=\"%s\"} 1\n",
+               cfg->cell);
+  metrics_line(b,
+               "# HELP mcp_cell_draining 1 while the cell drains (after SIGTERM): no new sessions or calls.\n"
+               "# TYPE mcp_cell_draining gauge\nmcp_cell_draining %d\n",
+               cell_draining() ? 1 : 0);
+  metrics_line(b,
+               "# HELP mcp_calls_in_flight Tool calls running now.\n# TYPE mcp_calls_in_flight gauge\n"
+               "mcp_calls_in_flight %lld\n",
+               (long long)cell_calls_in_flight());
+  metrics_line(b,
+               "# HELP mcp_requests_forwarded_total Requests naming another cell's session or sandbox, sent to that "
+               "cell.\n# TYPE mcp_requests_forwarded_total counter\nmcp_requests_forwarded_total %llu\n",
+               (unsigned long long)atomic_load(&m->forwarded));
 }
 
 void cell_status_json(const struct mcp_config *cfg, int live_sessions, bool healthy, char *out, size_t size) {

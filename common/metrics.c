@@ -233,8 +233,7 @@ static bool want_ready(const char *n) { return is_hex32(n); }
 
 int metrics_live_sessions(const struct mcp_config *cfg) { return count_dir(cfg, "sessions", want_session); }
 
-static void line(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void line(struct buf *b, const char *fmt, ...) {
+void metrics_line(struct buf *b, const char *fmt, ...) {
   char tmp[512];
   va_list ap;
   va_start(ap, fmt);
@@ -245,40 +244,42 @@ static void line(struct buf *b, const char *fmt, ...) {
 }
 
 static void counter(struct buf *b, const char *name, const char *help, _Atomic uint64_t *c) {
-  line(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)get(c));
+  metrics_line(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)get(c));
 }
 
 int metrics_render(const struct mcp_config *cfg, struct buf *b) {
   if (shm == NULL)
     return -1;
-  line(b, "# HELP mcp_executions_total Tool calls that ran (or were refused), by outcome.\n"
-          "# TYPE mcp_executions_total counter\n");
+  metrics_line(b, "# HELP mcp_executions_total Tool calls that ran (or were refused), by outcome.\n"
+                  "# TYPE mcp_executions_total counter\n");
   for (int i = 0; i < OUTCOME_N; i++)
-    line(b, "mcp_executions_total{outcome=\"%s\"} %llu\n", outcome_names[i],
-         (unsigned long long)get(&shm->executions[i]));
-  line(b, "# HELP mcp_execution_duration_seconds Wall-clock duration of tool calls.\n"
-          "# TYPE mcp_execution_duration_seconds histogram\n");
+    metrics_line(b, "mcp_executions_total{outcome=\"%s\"} %llu\n", outcome_names[i],
+                 (unsigned long long)get(&shm->executions[i]));
+  metrics_line(b, "# HELP mcp_execution_duration_seconds Wall-clock duration of tool calls.\n"
+                  "# TYPE mcp_execution_duration_seconds histogram\n");
   uint64_t cum = 0;
   for (int i = 0; i < METRIC_BUCKETS; i++) {
     cum += get(&shm->duration_buckets[i]);
-    line(b, "mcp_execution_duration_seconds_bucket{le=\"%g\"} %llu\n", bucket_le[i], (unsigned long long)cum);
+    metrics_line(b, "mcp_execution_duration_seconds_bucket{le=\"%g\"} %llu\n", bucket_le[i], (unsigned long long)cum);
   }
   cum += get(&shm->duration_buckets[METRIC_BUCKETS]);
-  line(b, "mcp_execution_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-  line(b, "mcp_execution_duration_seconds_sum %.3f\n", (double)get(&shm->duration_ms_sum) / 1000.0);
-  line(b, "mcp_execution_duration_seconds_count %llu\n", (unsigned long long)cum);
-  line(b, "# HELP mcp_token_calls_total Tool calls by bearer token name.\n# TYPE mcp_token_calls_total counter\n");
+  metrics_line(b, "mcp_execution_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+  metrics_line(b, "mcp_execution_duration_seconds_sum %.3f\n", (double)get(&shm->duration_ms_sum) / 1000.0);
+  metrics_line(b, "mcp_execution_duration_seconds_count %llu\n", (unsigned long long)cum);
+  metrics_line(b,
+               "# HELP mcp_token_calls_total Tool calls by bearer token name.\n# TYPE mcp_token_calls_total counter\n");
   for (int i = 0; i < METRIC_TOKENS; i++)
     if (shm->tokens[i].name[0] != '\0')
-      line(b, "mcp_token_calls_total{token=\"%s\"} %llu\n", shm->tokens[i].name,
-           (unsigned long long)get(&shm->tokens[i].calls));
+      metrics_line(b, "mcp_token_calls_total{token=\"%s\"} %llu\n", shm->tokens[i].name,
+                   (unsigned long long)get(&shm->tokens[i].calls));
   int live = metrics_live_sessions(cfg);
-  line(b, "# HELP mcp_sessions_live Sessions that exist now.\n# TYPE mcp_sessions_live gauge\nmcp_sessions_live %d\n",
-       live);
-  line(b,
-       "# HELP mcp_sandboxes_ready Sandboxes started ahead of demand, ready now.\n"
-       "# TYPE mcp_sandboxes_ready gauge\nmcp_sandboxes_ready %d\n",
-       count_dir(cfg, "pool", want_ready));
+  metrics_line(
+      b, "# HELP mcp_sessions_live Sessions that exist now.\n# TYPE mcp_sessions_live gauge\nmcp_sessions_live %d\n",
+      live);
+  metrics_line(b,
+               "# HELP mcp_sandboxes_ready Sandboxes started ahead of demand, ready now.\n"
+               "# TYPE mcp_sandboxes_ready gauge\nmcp_sandboxes_ready %d\n",
+               count_dir(cfg, "pool", want_ready));
   counter(b, "mcp_sessions_created_total", "Sessions created by initialize.", &shm->sessions_created);
   counter(b, "mcp_sessions_deleted_total", "Sessions ended by DELETE.", &shm->sessions_ended);
   counter(b, "mcp_sessions_expired_total", "Sessions ended by idle expiry.", &shm->sessions_expired);
@@ -293,28 +294,28 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
           &shm->responder_restarts);
   counter(b, "mcp_bytes_returned_total", "Output bytes returned to clients (stdout, stderr, files).",
           &shm->bytes_returned);
-  line(b, "# HELP mcp_egress_connections_total Egress connections of the calls, by verdict.\n"
-          "# TYPE mcp_egress_connections_total counter\n");
+  metrics_line(b, "# HELP mcp_egress_connections_total Egress connections of the calls, by verdict.\n"
+                  "# TYPE mcp_egress_connections_total counter\n");
   for (int i = 0; i < EGRESS_VERDICT_N; i++)
-    line(b, "mcp_egress_connections_total{verdict=\"%s\"} %llu\n", egress_names[i],
-         (unsigned long long)get(&shm->egress_connections[i]));
-  line(b,
-       "# HELP mcp_egress_bytes_total Bytes of egress connections, by direction.\n"
-       "# TYPE mcp_egress_bytes_total counter\nmcp_egress_bytes_total{direction=\"out\"} %llu\n"
-       "mcp_egress_bytes_total{direction=\"in\"} %llu\n",
-       (unsigned long long)get(&shm->egress_bytes_out), (unsigned long long)get(&shm->egress_bytes_in));
-  line(b,
-       "# HELP mcp_state_disk_free_bytes Free space on the state folder's file system.\n"
-       "# TYPE mcp_state_disk_free_bytes gauge\nmcp_state_disk_free_bytes %lld\n",
-       (long long)metrics_disk_free(cfg));
+    metrics_line(b, "mcp_egress_connections_total{verdict=\"%s\"} %llu\n", egress_names[i],
+                 (unsigned long long)get(&shm->egress_connections[i]));
+  metrics_line(b,
+               "# HELP mcp_egress_bytes_total Bytes of egress connections, by direction.\n"
+               "# TYPE mcp_egress_bytes_total counter\nmcp_egress_bytes_total{direction=\"out\"} %llu\n"
+               "mcp_egress_bytes_total{direction=\"in\"} %llu\n",
+               (unsigned long long)get(&shm->egress_bytes_out), (unsigned long long)get(&shm->egress_bytes_in));
+  metrics_line(b,
+               "# HELP mcp_state_disk_free_bytes Free space on the state folder's file system.\n"
+               "# TYPE mcp_state_disk_free_bytes gauge\nmcp_state_disk_free_bytes %lld\n",
+               (long long)metrics_disk_free(cfg));
   counter(b, "mcp_fastcgi_peers_refused_total",
           "FastCGI connections dropped unanswered: the peer is neither root nor a user that may connect.",
           &shm->peers_refused);
-  line(b, "# HELP mcp_requests_rejected_total Requests refused, by reason.\n"
-          "# TYPE mcp_requests_rejected_total counter\n");
+  metrics_line(b, "# HELP mcp_requests_rejected_total Requests refused, by reason.\n"
+                  "# TYPE mcp_requests_rejected_total counter\n");
   for (int i = 0; i < REJECT_N; i++)
-    line(b, "mcp_requests_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
-         (unsigned long long)get(&shm->rejected[i]));
+    metrics_line(b, "mcp_requests_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
+                 (unsigned long long)get(&shm->rejected[i]));
   cell_metrics_render(cfg, b, live);
   return 0;
 }

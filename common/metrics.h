@@ -129,6 +129,8 @@ int64_t metrics_disk_free(const struct mcp_config *cfg);
 int metrics_live_sessions(const struct mcp_config *cfg);
 /* /healthz: 0 when the service can start sandboxes, else -1 with a reason. */
 int metrics_health(const struct mcp_config *cfg, const char **reason);
+/* Append printf-style text (at most 511 bytes) to a rendering. */
+void metrics_line(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prometheus text format, gauges included. */
 int metrics_render(const struct mcp_config *cfg, struct buf *out);
 

@@ -127,49 +127,30 @@ async function waitRouter(line, value, ms = 30_000) {
   assert.fail(`the router's ${line} did not become ${value}`);
 }
 
-/** A raw request for a session (2025) through the router: status and headers. */
-function rawSessionCall(id, url = MCP_URL) {
-  return rawRequest(
-    'POST',
+/** A raw POST with the token and JSON headers: {status, headers, body}. */
+const rawPost = (url, headers, message) =>
+  rawRequest('POST', url, { Authorization: `Bearer ${MCP_TOKEN}`, 'Content-Type': 'application/json', ...headers }, JSON.stringify(message));
+
+/** tools/list of a 2025 session (through the router unless url says otherwise). */
+const rawSessionCall = (id, url = MCP_URL) =>
+  rawPost(
     url,
-    {
-      Authorization: `Bearer ${MCP_TOKEN}`,
-      'Content-Type': 'application/json',
-      Accept: 'application/json, text/event-stream',
-      'Mcp-Session-Id': id,
-      'MCP-Protocol-Version': PROTOCOL_VERSION,
-    },
-    JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/list' }),
+    { Accept: 'application/json, text/event-stream', 'Mcp-Session-Id': id, 'MCP-Protocol-Version': PROTOCOL_VERSION },
+    { jsonrpc: '2.0', id: 7, method: 'tools/list' },
   );
-}
 
 const modernMeta = {
   'io.modelcontextprotocol/protocolVersion': '2026-07-28',
   'io.modelcontextprotocol/clientCapabilities': {},
 };
 
-/** A raw 2026-07-28 tools/call (headers chosen by the caller). */
-function rawModernCall(url, handle, code, headers) {
-  return rawRequest(
-    'POST',
+/** A raw 2026-07-28 tools/call (the caller adds Mcp-Param-Sandbox or not). */
+const rawModernCall = (url, handle, code, headers) =>
+  rawPost(
     url,
-    {
-      Authorization: `Bearer ${MCP_TOKEN}`,
-      'Content-Type': 'application/json',
-      Accept: 'application/json',
-      'MCP-Protocol-Version': '2026-07-28',
-      'Mcp-Method': 'tools/call',
-      'Mcp-Name': 'execute_python',
-      ...headers,
-    },
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: 9,
-      method: 'tools/call',
-      params: { name: 'execute_python', arguments: { code, sandbox: handle }, _meta: modernMeta },
-    }),
+    { Accept: 'application/json', 'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'tools/call', 'Mcp-Name': 'execute_python', ...headers },
+    { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'execute_python', arguments: { code, sandbox: handle }, _meta: modernMeta } },
   );
-}
 
 const pool = []; // sessions and sandboxes the tests share: {era, client, id, file, text}
 
