@@ -19,22 +19,37 @@ bool cell_draining(void) {
   return m != NULL && atomic_load(&m->draining_since_ms) != 0;
 }
 
+/* This process's slot: set once at a responder's start, before threads. */
+static int responder_slot;
+
+void cell_responder_index(int i) { responder_slot = i >= 0 && i < CELL_RESPONDERS_MAX ? i : 0; }
+
+void cell_responder_reset(int i) {
+  struct metrics *m = metrics_get();
+  if (m != NULL && i >= 0 && i < CELL_RESPONDERS_MAX)
+    atomic_store(&m->calls_in_flight[i], 0);
+}
+
 void cell_call_begin(void) {
   struct metrics *m = metrics_get();
   if (m != NULL)
-    atomic_fetch_add(&m->calls_in_flight, 1);
+    atomic_fetch_add(&m->calls_in_flight[responder_slot], 1);
 }
 
 void cell_call_end(void) {
   struct metrics *m = metrics_get();
   if (m != NULL)
-    atomic_fetch_sub(&m->calls_in_flight, 1);
+    atomic_fetch_sub(&m->calls_in_flight[responder_slot], 1);
 }
 
 int64_t cell_calls_in_flight(void) {
   struct metrics *m = metrics_get();
-  int64_t n = m != NULL ? atomic_load(&m->calls_in_flight) : 0;
-  return n > 0 ? n : 0;
+  int64_t n = 0;
+  for (int i = 0; m != NULL && i < CELL_RESPONDERS_MAX; i++) {
+    int32_t v = atomic_load(&m->calls_in_flight[i]);
+    n += v > 0 ? v : 0;
+  }
+  return n;
 }
 
 void cell_forwarded(void) { METRIC_INC(forwarded); }

@@ -7,7 +7,9 @@
  *
  *   field               written by                   read by
  *   draining_since_ms   the master (first SIGTERM)    responders (refuse new work), /healthz, /cell
- *   calls_in_flight     responders (tools/call)       the master (drain: waits for 0), /metrics
+ *   calls_in_flight[i]  responder i (tools/call)      the master (drain: waits for 0; zeroes
+ *                                                     a responder's when it restarts one that
+ *                                                     died, whose calls died with it), /metrics
  *   forwarded           responders (forward.c)        /metrics
  *
  * Draining: /healthz answers 503 "draining" (a load balancer or Kubernetes
@@ -28,6 +30,11 @@
 void cell_drain_begin(void);
 /* True once the master started draining. */
 bool cell_draining(void);
+/* Responder i: its calls are counted in its own slot (set once, before
+ * its threads start). */
+void cell_responder_index(int i);
+/* Master: responder i died, and the calls it counted with it. */
+void cell_responder_reset(int i);
 /* A tools/call starts or ends in a responder. */
 void cell_call_begin(void);
 void cell_call_end(void);

@@ -59,6 +59,7 @@ enum egress_verdict {
 };
 
 #define METRIC_BUCKETS 12
+#define CELL_RESPONDERS_MAX 256 /* fcgi/main.c's MAX_RESPONDERS */
 #define METRIC_TOKENS 64
 #define TOKEN_NAME_MAX 65
 
@@ -87,12 +88,12 @@ struct metrics {
   _Atomic uint64_t egress_connections[EGRESS_VERDICT_N];
   _Atomic uint64_t egress_bytes_out;
   _Atomic uint64_t egress_bytes_in;
-  _Atomic uint64_t peers_refused;     /* FastCGI connections from a peer that may not talk to us */
-  _Atomic int64_t draining_since_ms;  /* common/cell.h: 0 while serving */
-  _Atomic int64_t calls_in_flight;    /* common/cell.h */
-  _Atomic uint64_t forwarded;         /* common/cell.h: requests sent to the cell that owns them */
-  _Atomic int64_t last_start_ok_ms;   /* wall clock of the latest sandbox start that worked */
-  _Atomic int64_t last_start_fail_ms; /* ... and of the latest that failed */
+  _Atomic uint64_t peers_refused;                       /* FastCGI connections from a peer that may not talk to us */
+  _Atomic int64_t draining_since_ms;                    /* common/cell.h: 0 while serving */
+  _Atomic int32_t calls_in_flight[CELL_RESPONDERS_MAX]; /* common/cell.h: per responder */
+  _Atomic uint64_t forwarded;                           /* common/cell.h: requests sent to the cell that owns them */
+  _Atomic int64_t last_start_ok_ms;                     /* wall clock of the latest sandbox start that worked */
+  _Atomic int64_t last_start_fail_ms;                   /* ... and of the latest that failed */
   _Atomic uint32_t token_lock;
   struct metric_token tokens[METRIC_TOKENS];
 };

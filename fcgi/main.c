@@ -76,6 +76,7 @@ struct master {
   pid_t keeper;
   int64_t restarts_window_start;
   int restarts_in_window;
+  int spawning; /* the index of the responder being forked */
 };
 
 static int run_keeper(void *arg) {
@@ -86,10 +87,12 @@ static int run_keeper(void *arg) {
 
 static int run_responder(void *arg) {
   struct master *m = arg;
+  cell_responder_index(m->spawning);
   return responder_main(&m->cfg, &m->peers, m->listen_fd);
 }
 
-static pid_t spawn(struct master *m, bool keeper) {
+static pid_t spawn(struct master *m, bool keeper, int index) {
+  m->spawning = index;
   pid_t pid = -1;
   mcp_error_t err = NULL;
   if (proc_fork(keeper ? run_keeper : run_responder, m, &pid, &err) < 0) {
@@ -174,18 +177,28 @@ static void restart_backoff(struct master *m) {
     poll(NULL, 0, 1000);
 }
 
+/* A responder that died while the service stops (drains): its calls
+ * died with it and are not waited for. */
+static void forget_responder(struct master *m, pid_t pid) {
+  for (int i = 0; i < m->cfg.responders; i++)
+    if (m->responders[i] == pid)
+      cell_responder_reset(i);
+}
+
 static void reap(struct master *m) {
   for (;;) {
     int status;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0)
       return;
-    if (stop_signal)
+    if (stop_signal) {
+      forget_responder(m, pid);
       continue;
+    }
     if (pid == m->keeper) {
       fprintf(stderr, "mcp-server: keeper %d exited (status %d); restarting it\n", pid, status);
       restart_backoff(m);
-      m->keeper = spawn(m, true);
+      m->keeper = spawn(m, true, 0);
       continue;
     }
     for (int i = 0; i < m->cfg.responders; i++) {
@@ -193,7 +206,8 @@ static void reap(struct master *m) {
         continue;
       fprintf(stderr, "mcp-server: responder %d exited (status %d); restarting it\n", pid, status);
       restart_backoff(m);
-      m->responders[i] = spawn(m, false);
+      cell_responder_reset(i);
+      m->responders[i] = spawn(m, false, i);
     }
     /* anything else is an adopted supervisor or helper: just reaped */
   }
@@ -334,9 +348,9 @@ int main(int argc, char **argv) {
   /* The host's proxy and CA settings for pip and npm, asked once: the
    * responders and the keeper inherit them. */
   package_host_settings_load(&m.cfg);
-  m.keeper = spawn(&m, true);
+  m.keeper = spawn(&m, true, 0);
   for (int i = 0; i < m.cfg.responders; i++)
-    m.responders[i] = spawn(&m, false);
+    m.responders[i] = spawn(&m, false, i);
   fprintf(stderr, "mcp-server: %d responders on %s, state in %s, backend %s\n", m.cfg.responders, m.cfg.fcgi_socket,
           m.cfg.state_dir, m.cfg.backend);
   sigset_t block, old;

@@ -29,6 +29,15 @@ MCP_EGRESS_PORT="${MCP_EGRESS_PORT:-$((MCP_PORT + 5))}"
 # first layer, which changes only with the package lists).
 # shellcheck source=packages.sh
 . "$MCP_ROOT/scripts/lib/packages.sh"
+# A cluster on one machine (scripts/cluster): Docker's engine, and
+# debootstrap for a Debian base image when no registry can be reached.
+MCP_APT_CLUSTER="docker.io debootstrap"
+# clang, libclang-rt-14-dev (libFuzzer), llvm (llvm-symbolizer), clang-tidy and
+# cppcheck: the fuzz harnesses and the static analysis (tests/fuzz/run, tests/lint/run).
+# python3-kubernetes and python3-yaml: the offline checks of the Kubernetes
+# manifests (tests/k8s/check.py).
+MCP_APT_TEST="clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd python3-kubernetes python3-yaml"
+
 
 require_root() {
   [ "$(id -u)" = 0 ] || die "run this as root (it installs packages and starts gVisor sandboxes): sudo $0 $*"

@@ -1,7 +1,9 @@
 # The Debian packages of the service and their install, shared by
 # scripts/lib/common.sh and the Dockerfile's first layer (which copies this
 # file alone, so that the image's package layer changes only with it).
-# Source it; it defines variables and functions only.
+# Source it; it defines variables and functions only.  Only what the image
+# installs is here (the test and cluster packages are in common.sh), so
+# that the image's first layer is rebuilt only when those change.
 
 # Debian packages: building, running, testing.
 MCP_APT_BUILD="build-essential autoconf automake libtool pkg-config libfcgi-dev libcjson-dev libseccomp-dev libcgroup-dev libssl-dev"
@@ -17,15 +19,6 @@ MCP_APT_TEMPLATE="$MCP_APT_TEMPLATE_PACKAGES"
 # The router (scripts/router, nginx/router.conf.in): nginx's Lua module
 # (OpenResty's lua-nginx-module, with lua-resty-core) and its DNS resolver.
 MCP_APT_ROUTER="libnginx-mod-http-lua lua-nginx-dns"
-# A cluster on one machine (scripts/cluster): Docker's engine, and
-# debootstrap for a Debian base image when no registry can be reached.
-MCP_APT_CLUSTER="docker.io debootstrap"
-# clang, libclang-rt-14-dev (libFuzzer), llvm (llvm-symbolizer), clang-tidy and
-# cppcheck: the fuzz harnesses and the static analysis (tests/fuzz/run, tests/lint/run).
-# python3-kubernetes and python3-yaml: the offline checks of the Kubernetes
-# manifests (tests/k8s/check.py).
-MCP_APT_TEST="clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd python3-kubernetes python3-yaml"
-
 log() { printf '%s\n' "$*" >&2; }
 die() {
   printf 'error: %s\n' "$*" >&2
