@@ -1206,12 +1206,12 @@ def report(b, started, path):
     r = div(m("warm_modern"), warm)
     rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 1.1x warm (no slower)",
                                verdict(1, "modern_vs_warm", r, "<=", 1.1, "2026-07-28 warm call / 2025 warm call"))
-    if m("warm_egress"):
-        lat("warm_egress", "  a session of a token with egress")
-        r = div(m("warm_egress"), warm)
-        rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 1.1x warm (no slower)",
-                                   verdict(1, "egress_vs_warm", r, "<=", 1.1,
-                                           "warm call with an egress policy / without"))
+    # Without a proxy or the bench-egress token the row says so (its
+    # verdict is "-", never a silent absence).
+    lat("warm_egress", "  a session of a token with egress")
+    r = div(m("warm_egress"), warm)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "warm") if r is not None else "not measured", "<= 1.1x warm (no slower)",
+                               verdict(1, "egress_vs_warm", r, "<=", 1.1, "warm call with an egress policy / without"))
     lat("warm_sse", "  same, SSE answer (info)")
     lat("warm_b2b", "  same, back to back (info)")
     lat("ping", "  ping, no sandbox (info)")
