@@ -478,9 +478,10 @@ static int serve_endpoint(struct mcp_ctx *ctx, const struct http_request *req, s
     return http_send(sink, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.data ? b.data : "", b.len);
   }
   if (strcmp(req->endpoint, "healthz") == 0) {
-    const char *reason = "ok";
-    int r = metrics_health(ctx->cfg, &reason);
-    char body[160];
+    const char *reason = "the state folder's disk is below disk_floor (counting what the workspaces may still take): "
+                         "no new sessions";
+    int r = session_disk_low(ctx->store, NULL, NULL) ? -1 : metrics_health(ctx->cfg, &reason);
+    char body[256];
     int n =
         snprintf(body, sizeof(body), "{\"status\":\"%s\",\"reason\":\"%s\"}\n", r == 0 ? "ok" : "unavailable", reason);
     return http_send(sink, r == 0 ? 200 : 503, "application/json", NULL, body, (size_t)n);
