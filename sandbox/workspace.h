@@ -17,5 +17,8 @@ void workspace_unmount(int dirfd);
 bool workspace_mounted(int dirfd);
 /* The workspace has a quota image (it is a plain folder otherwise). */
 bool workspace_has_image(int dirfd);
+/* Bytes the image may still take on the host's disk as it fills up to its
+ * size (it is sparse); 0 without an image. */
+uint64_t workspace_unallocated(int dirfd);
 
 #endif

@@ -11,7 +11,7 @@ import sys
 
 from .call import run_call
 from .limits import set_dumpable
-from .processes import clear_scratch
+from .processes import clear_scratch, sweep
 from .protocol import ACCEPTED, DONE, READY, REQUEST, FrameReader, write_frame
 from .spare import prepare_spare
 from .state import Args, State
@@ -53,6 +53,7 @@ def serve(st, reader, wake_r):
         # before it, the supervisor may hand the call to a new sandbox.
         write_frame(ACCEPTED, b"")
         said = run_call(st, req, payload, reader, wake_r)
+        sweep(st.args)
         if said.packages_changed and st.preloaded:
             # A preloaded template module could shadow what was just
             # installed: start over as a fresh interpreter (still PID 1),

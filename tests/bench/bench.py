@@ -27,6 +27,7 @@ Standard library only.  Phases:
 
 import argparse
 import ctypes
+import hashlib
 import http.client
 import json
 import math
@@ -107,6 +108,7 @@ class Endpoint:
         self.port = u.port or (443 if u.scheme == "https" else 80)
         self.path = u.path or "/"
         self.token = token
+        self.ctx_file = ca_file
         self.ctx = ssl.create_default_context(cafile=ca_file) if u.scheme == "https" else None
 
 
@@ -341,8 +343,8 @@ class Service:
     def runsc_flags(self, root):
         """The global flags the service passes to every runsc command
         (sandbox/runsc.c, runsc_cmdline_init), with another --root."""
-        flags = [self.cfg.get("runsc", "/usr/bin/runsc"), "--root=" + root, "--network=none", "--oci-seccomp",
-                 "--platform=" + self.cfg.get("runsc_platform", "ptrace")]
+        flags = [self.cfg.get("runsc", "/usr/bin/runsc"), "--root=" + root, "--network=none", "--host-uds=open",
+                 "--oci-seccomp", "--platform=" + self.cfg.get("runsc_platform", "ptrace")]
         if not self.cgroup_parent:
             flags.append("--ignore-cgroups")
         return flags
@@ -423,6 +425,15 @@ class FreshRun:
             if m.get("destination") == "/work":
                 m["source"] = self.work
                 bound = True
+            elif m.get("type") == "bind" and not os.path.exists(m.get("source", "")):
+                # Folders of the sandbox's start (the pool's packages and
+                # egress folders) that moved with it into its session: an
+                # empty stand-in, as a sandbox without packages or egress
+                # has them.
+                stand_in = os.path.join(self.base, "empty" + m["destination"].replace("/", "-"))
+                os.makedirs(stand_in, exist_ok=True)
+                os.chmod(stand_in, 0o755)
+                m["source"] = stand_in
         if not bound:
             raise BenchError("the session's bundle has no /work mount")
         self.cgroups_parent = None
@@ -540,6 +551,87 @@ def progress(label, i, n, every=10):
         print("\r  %s: %d/%d" % (label, i, n), end="\n" if i == n else "", file=sys.stderr, flush=True)
 
 
+# ---------------------------------------------------------------- CPU
+
+
+def machine_ticks():
+    """Busy clock ticks of all CPUs (user, nice, system, irq, softirq, steal)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+
+
+def process_ticks():
+    """pid -> utime + stime of every process now (its threads together)."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            out[int(name)] = int(rest[11]) + int(rest[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+class CpuGroups:
+    """Which part of the path a host process is, for the CPU breakdown."""
+
+    def __init__(self, svc, sid):
+        self.sandbox = set()
+        try:
+            cg = "/sys/fs/cgroup/pids/%s/mcp%s/cgroup.procs" % (svc.cgroup_parent, svc.sandbox_id(sid))
+            with open(cg) as f:
+                self.sandbox = {int(x) for x in f.read().split()}
+        except (OSError, ValueError):
+            pass
+        self.state = svc.state
+        # A supervisor's command line names the folder it started in (a
+        # pool slot named after the sandbox), not the session.
+        self.sandbox_id = svc.sandbox_id(sid)
+        h = hashlib.sha256(svc.state.encode()).hexdigest()[:12]
+        try:
+            with open("/run/mcp-sandbox/%s/nginx.pid" % h) as f:
+                self.nginx = int(f.read().strip())
+        except (OSError, ValueError):
+            self.nginx = -1
+        self.cache = {}
+
+    def of(self, pid):
+        if pid not in self.cache:
+            self.cache[pid] = self.classify(pid)
+        return self.cache[pid]
+
+    def classify(self, pid):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open("/proc/%d/stat" % pid) as f:
+                head, rest = f.read().rsplit(")", 1)
+            comm, ppid = head.split("(", 1)[1], int(rest.split()[1])
+        except (OSError, ValueError, IndexError):
+            return "other processes (exited)"
+        if pid in self.sandbox:
+            if cmd.startswith("runsc-sandbox"):
+                return "runsc sentry"
+            if cmd.startswith("runsc-gofer"):
+                return "runsc gofer"
+            return "runsc ptrace stubs"
+        if comm.startswith("kworker"):
+            return "kernel workers (kworker)"
+        if pid == self.nginx or ppid == self.nginx:
+            return "nginx"
+        if self.state in cmd and "mcp-sandboxd" in cmd:
+            return "supervisor (mcp-sandboxd)" if self.sandbox_id in cmd else "other supervisors (pool)"
+        if self.state in cmd and "mcp-server" in cmd:
+            return "mcp-server (responders, keeper)"
+        if pid == os.getpid():
+            return "the benchmark's client"
+        return "other processes"
+
+
 # ---------------------------------------------------------------- phases
 
 
@@ -556,7 +648,25 @@ class Bench:
         self.warm_sid = None   # print(1) only: targets 1, 5; tools/list
         self.numpy_sid = None  # has imported numpy and pandas: target 3
         self.last_call = {}    # sid -> time.monotonic() of its last answer
+        self.egress_sessions = []  # (client, sid) of the bench-egress token
         random.seed(args.seed)
+
+    def egress_client(self):
+        """A connection with the bench-egress token, when the tokens file has
+        it and the service has a filtering proxy; else None."""
+        if not self.svc.cfg.get("egress_proxy"):
+            log("no egress_proxy: the warm call with egress is not measured")
+            return None
+        try:
+            with open(os.path.join(self.svc.state, "tokens")) as f:
+                line = next((l for l in f if l.startswith("bench-egress ")), None)
+        except OSError:
+            line = None
+        if line is None:
+            log("no bench-egress token: the warm call with egress is not measured")
+            return None
+        ep = self.ep
+        return Client(Endpoint(ep.url, line.split()[1], ep.ctx_file))
 
     def add(self, key, value):
         self.samples.setdefault(key, []).append(value)
@@ -583,11 +693,12 @@ class Bench:
             self.make_warm_sessions()
         self.last_call[self.warm_sid] = time.monotonic()
 
-    def timed_call(self, sid, code, expect, sse=False, idle=True, tool="execute_python", modern=False):
+    def timed_call(self, sid, code, expect, sse=False, idle=True, tool="execute_python", modern=False, client=None):
         """One timed tools/call; with idle, first wait (untimed) until the
         session has been idle for IDLE_GAP_S.  modern: the same sandbox
-        through a 2026-07-28 request (the session id is its handle)."""
-        c = self.c
+        through a 2026-07-28 request (the session id is its handle).
+        client: another token's connection (default: the first token's)."""
+        c = client or self.c
         if idle:
             left = self.last_call.get(sid, 0) + IDLE_GAP_S - time.monotonic()
             if left > 0:
@@ -668,6 +779,10 @@ class Bench:
             "warm_modern": lambda: self.timed_call(sid, PRINT1, "1\n", modern=True)[0],
             "warm_b2b": back_to_back,
             "numpy": lambda: in_numpy_session(NUMPY_CODE, NUMPY_OUT, "executor_ms_numpy"),
+            # The same computation right after the last one's answer, as a
+            # program that does not pause sends it.
+            "numpy_b2b": lambda: (in_numpy_session(NUMPY_CODE, NUMPY_OUT, "executor_ms_numpy"),
+                                  self.timed_call(nsid, NUMPY_CODE, NUMPY_OUT, idle=False)[0])[1],
             "numpy_session_print": lambda: in_numpy_session(PRINT1, "1\n", "executor_ms_numpy_session_print"),
         }
         # execute_javascript beside it, where the service offers it (issue:
@@ -675,6 +790,16 @@ class Bench:
         # It has a session of its own, as an agent writing JavaScript would;
         # a Python call in that session is shown too (its executor keeps a
         # warm Node.js and a Python child; a call takes one, ends the other).
+        # A session of a token with an egress policy (scripts/bench adds
+        # bench-egress): its calls get the relay and the proxy variables,
+        # which a call that does not use the network must not pay for.
+        egress = self.egress_client()
+        if egress is not None:
+            esid = egress.initialize()
+            self.egress_sessions.append((egress, esid))
+            for _ in range(3):
+                egress.call(esid, PRINT1, expect="1\n")
+            ops["warm_egress"] = lambda: self.timed_call(esid, PRINT1, "1\n", client=egress)[0]
         if self.has_javascript():
             jsid = self.c.initialize()
             self.sessions.add(jsid)
@@ -733,13 +858,41 @@ class Bench:
             if j >= self.svc.pool_size:
                 self.add("first_cold", t)
         self.end_sessions(sids)
+        self.burst(8, 2 if self.quick else 4)
+
+    def burst(self, n, rounds):
+        """n new sessions at once (forked workers, a common start), each
+        timed from its initialize to its first call's answer, the pool full
+        at the start of each round."""
+        log("B: bursts of %d new sessions at once, %d round(s)" % (n, rounds))
+        ep = self.ep
+
+        def setup(_i):
+            c = Client(ep)
+            c.connect()
+            return c
+
+        def op(c):
+            t0 = time.perf_counter_ns()
+            sid = c.initialize()
+            c.call(sid, PRINT1, expect="1\n")
+            t = (time.perf_counter_ns() - t0) / 1e6
+            c.delete(sid)
+            return t
+
+        for _ in range(rounds):
+            self.svc.wait_pool()
+            time.sleep(0.3)
+            _, lat = self.workers(n, setup, op, 0.0, once=True)
+            self.samples.setdefault("burst", []).extend(lat)
 
     # -- C: throughput
 
-    def workers(self, n, setup, op, duration):
+    def workers(self, n, setup, op, duration, once=False):
         """n forked workers; each runs setup(i) (not timed), then op(ctx) in a
-        loop for `duration` seconds from a common start.  Returns the total
-        rate (completed operations per second) and all latencies."""
+        loop for `duration` seconds from a common start (once: one op each).
+        Returns the total rate (completed operations per second) and all
+        latencies."""
         go_r, go_w = os.pipe()
         ready_r, ready_w = os.pipe()
         kids = []
@@ -757,8 +910,8 @@ class Bench:
                     os.read(go_r, 1)  # EOF when the parent closes go_w: all start at once
                     start = time.perf_counter_ns()
                     end = start + int(duration * 1e9)
-                    lat = []
-                    while time.perf_counter_ns() < end:
+                    lat = [op(ctx)] if once else []
+                    while not once and time.perf_counter_ns() < end:
                         lat.append(op(ctx))
                     done = time.perf_counter_ns()
                     data = json.dumps({"lat": lat, "start": start, "end": done}).encode()
@@ -849,6 +1002,42 @@ class Bench:
                 self.add("tput_" + name, rate)
                 self.samples.setdefault("tput_%s_lat" % name, []).extend(lat)
                 log("  %s: %.1f/s" % (name, rate))
+
+    # -- F: CPU per back-to-back call, and where it goes
+
+    def phase_cpu(self):
+        """CPU of the whole machine (all cores, /proc/stat) per back-to-back
+        print(1) call in the warm session, beside a host python3 process,
+        alternated in rounds; and per group of processes (the session's
+        sentry, ptrace stubs and gofer from its pids cgroup, its supervisor,
+        the responders, nginx, the kernel's workers, the rest)."""
+        n = 40 if self.quick else 100
+        rounds = 2 if self.quick else 3
+        log("F: CPU per back-to-back print(1) call, %d calls x %d rounds, beside host python3" % (n, rounds))
+        c, sid = self.c, self.warm_sid
+        hz = os.sysconf("SC_CLK_TCK")
+        groups = CpuGroups(self.svc, sid)
+        breakdown = {}
+        for r in range(rounds):
+            for what in (("service", "host") if r % 2 == 0 else ("host", "service")):
+                if what == "service":
+                    c.fresh()
+                    c.call(sid, PRINT1, expect="1\n")
+                    procs0, all0 = process_ticks(), machine_ticks()
+                    for _ in range(n):
+                        c.call(sid, PRINT1, expect="1\n")
+                    procs1, all1 = process_ticks(), machine_ticks()
+                    self.add("cpu_call_ms", (all1 - all0) * 1000.0 / hz / n)
+                    for pid, t in procs1.items():
+                        g = groups.of(pid)
+                        breakdown[g] = breakdown.get(g, 0) + t - procs0.get(pid, 0)
+                else:
+                    all0 = machine_ticks()
+                    for _ in range(n):
+                        run_timed(["/usr/bin/python3", "-c", PRINT1])
+                    self.add("cpu_host_ms", (machine_ticks() - all0) * 1000.0 / hz / n)
+        self.info["cpu_breakdown_ms_per_call"] = {g: round(t * 1000.0 / hz / (n * rounds), 2)
+                                                  for g, t in sorted(breakdown.items(), key=lambda x: -x[1])}
 
     # -- D: tools/list
 
@@ -1075,8 +1264,8 @@ class Bench:
         self.info["loadavg_start"] = loadavg()
         self.svc.wait_pool()
         phases = [("latency", self.phase_latency), ("first_call", self.phase_first_call),
-                  ("throughput", self.phase_throughput), ("tools_list", self.phase_tools_list),
-                  ("memory", self.phase_memory)]
+                  ("throughput", self.phase_throughput), ("cpu", self.phase_cpu),
+                  ("tools_list", self.phase_tools_list), ("memory", self.phase_memory)]
         only = set(self.args.only.split(",")) if self.args.only else None
         failures = []
         for name, fn in phases:
@@ -1101,6 +1290,12 @@ class Bench:
         left = list(self.sessions)
         if left:
             self.end_sessions(left)
+        for c, sid in self.egress_sessions:
+            try:
+                c.delete(sid)
+            except (OSError, http.client.HTTPException) as e:
+                log("ending the egress session: %s" % e)
+        self.egress_sessions = []
 
 
 # ---------------------------------------------------------------- report
@@ -1161,8 +1356,17 @@ def report(b, started, path):
     r = div(m("warm_modern"), warm)
     rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 1.1x warm (no slower)",
                                verdict(1, "modern_vs_warm", r, "<=", 1.1, "2026-07-28 warm call / 2025 warm call"))
+    # Without a proxy or the bench-egress token the row says so (its
+    # verdict is "-", never a silent absence).
+    lat("warm_egress", "  a session of a token with egress")
+    r = div(m("warm_egress"), warm)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "warm") if r is not None else "not measured", "<= 1.1x warm (no slower)",
+                               verdict(1, "egress_vs_warm", r, "<=", 1.1, "warm call with an egress policy / without"))
     lat("warm_sse", "  same, SSE answer (info)")
-    lat("warm_b2b", "  same, back to back (info)")
+    lat("warm_b2b", "  same, back to back")
+    r = div(m("warm_b2b"), host)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "host"), "<= 1.2x host",
+                               verdict(7, "b2b_vs_host", r, "<=", 1.2, "back-to-back warm call / host process"))
     lat("ping", "  ping, no sandbox (info)")
     ex = s.get("executor_ms", [])
     line("  executor duration_ms (info)", "%.0f ms" % median(ex) if ex else "-", "%.0f ms" % p90(ex) if ex else "-",
@@ -1174,20 +1378,46 @@ def report(b, started, path):
     rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 2x warm",
                                verdict(2, "first_vs_warm", r, "<=", 2.0, "first call of a session / warm call"))
     lat("first_init", "  of which initialize+initialized")
-    lat("first_cold", "  pool empty, back to back (info)")
+    lat("first_cold", "  pool empty, back to back")
+    r = div(m("first_cold"), warm)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 5x warm",
+                               verdict(7, "pool_empty_vs_warm", r, "<=", 5.0,
+                                       "first call of a session when the pool is empty / paced warm call"))
+    lat("burst", "  8 new sessions at once, first call done")
+    r = div(m("burst"), warm)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 4x warm (median)",
+                               verdict(7, "burst8_vs_warm", r, "<=", 4.0,
+                                       "median first call of 8 sessions started at once / paced warm call"))
     line("3. numpy+pandas, warm")
     lat("numpy", "  import numpy, pandas + compute")
     r = div(m("numpy"), warm)
     rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 1.5x print(1)",
                                verdict(3, "numpy_vs_warm", r, "<=", 1.5, "numpy+pandas call / print(1) call"))
+    lat("numpy_b2b", "  the same, back to back")
+    r = div(m("numpy_b2b"), warm)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 1.5x print(1)",
+                               verdict(7, "numpy_b2b_vs_warm", r, "<=", 1.5,
+                                       "back-to-back numpy+pandas call / paced print(1) call"))
     lat("numpy_session_print", "  print(1), same session (info)")
     line("4. throughput, 16 concurrent")
     th, ts = m("tput_host"), m("tput_service")
     line("  host python3 processes", "%.1f /s" % th if th else "-", "", "", "")
     line("  service sessions (print(1))", "%.1f /s" % ts if ts else "-", "", ratio_str(div(ts, th), "host"),
          ">= 0.5x host", verdict(4, "throughput_vs_host", div(ts, th), ">=", 0.5, "calls/s over host processes/s"))
-    lat("tput_service_lat", "  call latency under load (info)")
-    lat("tput_host_lat", "  host latency under load (info)")
+    lat("tput_host_lat", "  host latency under load")
+    lat("tput_service_lat", "  call latency under load")
+    r = div(p90(s["tput_service_lat"]) if s.get("tput_service_lat") else None,
+            p90(s["tput_host_lat"]) if s.get("tput_host_lat") else None)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "host p90"), "p90 <= 2x host p90",
+                               verdict(7, "loaded_p90_vs_host", r, "<=", 2.0,
+                                       "p90 of calls under 16 concurrent sessions / p90 of 16 host processes"))
+    line("  CPU of the machine per back-to-back call")
+    cc, ch = m("cpu_call_ms"), m("cpu_host_ms")
+    line("    host python3 process (info)", "%.1f ms" % ch if ch is not None else "-")
+    line("    print(1) call, all processes", "%.1f ms" % cc if cc is not None else "-", "", "", "<= 35 ms",
+         verdict(7, "cpu_per_call", cc, "<=", 35.0, "ms of CPU (all cores) per back-to-back print(1) call"))
+    for g, v in (b.info.get("cpu_breakdown_ms_per_call") or {}).items():
+        line("      %s (info)" % g, "%.2f ms" % v)
     n_alive = b.info.get("sessions_alive")
     line("5. memory, %s idle sessions" % (n_alive if n_alive is not None else "-"))
     pm = b.info.get("per_session_mem_available_mib")
