@@ -28,7 +28,11 @@ local M = {}
 local dict = ngx.shared.mcp_router
 local cfg = { entries = {} }
 
-local DOWN_AFTER = 3 -- polls without an answer before up:<cell> expires by itself
+-- A cell that answers slowly (a busy machine) is not down: its entries
+-- expire only after UP_TTL seconds without an answer.  A cell that is gone
+-- (its address refuses or is unreachable, or DNS no longer lists it) is
+-- down at the next poll.
+local UP_TTL = 10
 
 function M.configure(c)
   for entry in c.cells:gmatch("[^%s,]+") do
@@ -91,7 +95,7 @@ end
 -- One cell's /cell: {cell, sessions, draining, healthy} or nil, reason.
 local function fetch_status(ip)
   local sock = ngx.socket.tcp()
-  sock:settimeouts(1000, 2000, 2000)
+  sock:settimeouts(2000, 5000, 5000)
   local ok, err = sock:connect(ip, cfg.status_port)
   if not ok then
     return nil, err
@@ -116,7 +120,7 @@ local function fetch_status(ip)
 end
 
 local function note(st, addr)
-  local ttl = math.max(DOWN_AFTER * cfg.poll, 2)
+  local ttl = math.max(UP_TTL, 3 * cfg.poll)
   remember(st.name)
   dict:set("addr:" .. st.name, addr)
   dict:set("name:" .. addr, st.name)
@@ -127,34 +131,51 @@ local function note(st, addr)
   dict:set("picked:" .. st.name, 0)
 end
 
+local function gone(err)
+  return err and (err:find("refused", 1, true) or err:find("unreachable", 1, true)) ~= nil
+end
+
 local function poll()
-  local threads = {}
+  -- One poll at a time: on a busy machine a poll may outlast the interval.
+  if not dict:add("polling", 1, 30) then
+    return
+  end
+  local threads, listed, resolved_all = {}, {}, true
   for _, e in ipairs(cfg.entries) do
     local ips, err = resolve(e.host)
     if not ips then
+      resolved_all = false
       ngx.log(ngx.INFO, "mcp-router: cannot resolve ", e.host, ": ", err)
     end
     for _, ip in ipairs(ips or {}) do
-      threads[#threads + 1] = { addr = ip .. ":" .. e.port, t = ngx.thread.spawn(fetch_status, ip) }
+      local addr = ip .. ":" .. e.port
+      listed[addr] = true
+      threads[#threads + 1] = { addr = addr, t = ngx.thread.spawn(fetch_status, ip) }
     end
   end
   local seen = {}
   for _, th in ipairs(threads) do
-    local ok, st = ngx.thread.wait(th.t)
+    local ok, st, err = ngx.thread.wait(th.t)
     if ok and st then
       note(st, th.addr)
       seen[st.name] = true
+    elseif ok and gone(err) then
+      local name = dict:get("name:" .. th.addr)
+      if name and dict:get("addr:" .. name) == th.addr then
+        dict:delete("up:" .. name)
+      end
     end
   end
-  -- A cell that did not answer this poll stays as it was until its
-  -- entries expire (DOWN_AFTER polls): one slow answer on a busy machine
-  -- must not send its sessions 503s.  A cell that is gone for good is
-  -- down within DOWN_AFTER polls.
   for _, name in ipairs(known_cells()) do
     if not seen[name] then
       dict:delete("ready:" .. name)
+      -- DNS answered and no longer lists it: gone.
+      if resolved_all and not listed[dict:get("addr:" .. name) or ""] then
+        dict:delete("up:" .. name)
+      end
     end
   end
+  dict:delete("polling")
 end
 
 function M.start()
