@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libcgroup.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,12 +123,20 @@ int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64
   if (controller_path(cfg, "pids", container_id, dir, sizeof(dir), err) < 0)
     return -1;
   snprintf(file, sizeof(file), "%s/pids.current", dir);
-  cleanup_fclose FILE *f = fopen(file, "re");
-  if (f == NULL)
+  /* cgroup files say st_size 0: read what there is, as a kernel interface file. */
+  cleanup_close int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", file);
-  unsigned long long v;
-  if (fscanf(f, "%llu", &v) != 1)
-    return mcp_fail(err, MCP_ERR_INTERNAL, EPROTO, "read %s", file);
+  char text[32];
+  ssize_t r = read_some(fd, text, sizeof(text) - 1);
+  if (r < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, (int)-r, "read %s", file);
+  text[r] = '\0';
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || end == text)
+    return mcp_fail(err, MCP_ERR_INTERNAL, EPROTO, "read %s: not a count", file);
   *count = v;
   return 0;
 }
