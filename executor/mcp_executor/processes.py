@@ -1,7 +1,9 @@
-"""Ending processes: nothing a call starts outlives it.  At its end every
-process in the sandbox but PID 1 is killed (in direct mode, on the host:
-the call's process group only) and reaped; before the next call, whatever
-gVisor has not torn down yet is killed and reaped again.
+"""Ending processes: nothing an activity starts outlives it.  At its end
+every process of the activity is killed (cgroups.py tells which they are;
+in direct mode, on the host: its process group only) and reaped; before
+the next call, whatever gVisor has not torn down yet is killed and reaped
+again.  One reaper (reap) serves the whole executor: it keeps the end of
+the processes whose end matters to someone (st.tracked).
 """
 
 import os
@@ -16,44 +18,85 @@ CLEAR_SECONDS = 30  # at most this long emptying them after a call
 DEEP = 32  # a folder deeper than this is moved up and emptied on a later pass
 
 
-def kill_everything(args, pid):
-    """End every process the call (child pid) started, except this one."""
-    if os.getpid() == 1 and not args.direct:
+def reap(st):
+    """Reap every child that has exited (without waiting).  The wait status
+    and resource usage of the processes the executor tracks (an activity's
+    main process, an interpreter, a spare: st.tracked) are kept in
+    st.exited for their owner; every other child is an orphan PID 1
+    adopted, or a process of an activity already ended."""
+    while True:
+        try:
+            pid, status, ru = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid in st.tracked:
+            st.exited[pid] = (status, ru)
+
+
+def exit_of(st, pid):
+    """(wait status, rusage) of a tracked process once it has exited, else
+    None; it is not tracked any more once this has returned its end."""
+    reap(st)
+    end = st.exited.pop(pid, None)
+    if end is not None:
+        st.tracked.discard(pid)
+    return end
+
+
+def alone(st, act):
+    """Whether act is the only activity with processes: no other call, run
+    or persistent interpreter lives in the sandbox."""
+    return all(other is act for other in st.live_activities())
+
+
+def end_processes(st, act, pgid=0, keep=()):
+    """End every process of activity act (its cgroup act.cgroup) but those
+    in keep.  The call alone in the sandbox ends as it always did: one
+    kill(-1) (gVisor sends it to every process but PID 1 at once, under
+    the lock fork takes, so that a fork bomb cannot outrun it).  Beside
+    other activities, its process group first (one signal for a bomb that
+    forks within its group), then what is left of its cgroup, pass after
+    pass (daemons, double forks, processes of their own sessions)."""
+    pid1 = os.getpid() == 1 and not st.args.direct
+    if pid1 and not keep and alone(st, act):
         try:
             os.kill(-1, signal.SIGKILL)
         except OSError:
             pass
-    else:
-        # Direct mode runs on the host: never kill(-1) there.
+        return
+    if pgid > 0 and pgid not in keep:
         try:
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(pgid, signal.SIGKILL)
         except OSError:
             pass
+    if pid1 and st.cgroups.ok:
+        st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st))
 
 
-def reap_others():
-    """Reap every child that has exited (without waiting)."""
-    while True:
-        try:
-            p, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if p == 0:
-            return
-
-
-def reap_leftovers(args, keep):
-    """Before a call: any process but PID 1 and the spares (`keep`) is a
-    leftover of an earlier call, killed at its end but not yet gone (gVisor
-    tears a process down in its own time), or an orphan that became our
-    child after that call's reap.  Kill and reap them (within a second), so
-    that a call never sees one."""
-    if os.getpid() != 1 or args.direct:
+def reap_leftovers(st, keep):
+    """Before a call: any process but PID 1, the spares (`keep`) and the
+    processes of the activities that live on (background runs, persistent
+    interpreters) is a leftover of an earlier call, killed at its end but
+    not yet gone (gVisor tears a process down in its own time), or an
+    orphan that became our child after that call's reap.  Kill and reap
+    them (within a second), so that a call never sees one.  /proc is read
+    before the activities' cgroups: a process born in between is not in
+    the first list, and so never taken for a leftover."""
+    if os.getpid() != 1 or st.args.direct:
         return
+    others = [act for act in st.live_activities()]
+    if others and not st.cgroups.ok:
+        return  # nothing tells their processes from leftovers
     deadline = time.monotonic() + 1.0
     while True:
-        reap_others()
-        left = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != 1 and int(n) not in keep]
+        reap(st)
+        seen = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != 1 and int(n) not in keep]
+        live = set()
+        for act in others:
+            live.update(st.cgroups.members(act.cgroup))
+        left = [pid for pid in seen if pid not in live]
         if not left or time.monotonic() > deadline:
             return
         for pid in left:
