@@ -77,6 +77,49 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
              (unsigned long long)cfg->output_limit);
     buf_append(b, line, strlen(line));
   }
+  if (res->state_lost) {
+    snprintf(line, sizeof(line),
+             "%sThe persistent interpreter was ended and its state (variables, imports) is lost; the next persistent "
+             "call starts a new one.",
+             b->len ? " " : "");
+    buf_append(b, line, strlen(line));
+  }
+}
+
+const char *refused_sentence(const char *why) {
+  if (strcmp(why, "interpreter-busy") == 0)
+    return "The persistent interpreter of this sandbox is busy with a background run; wait for it to end (get_run), "
+           "cancel it (cancel_run), or run this call without `persistent`.";
+  return "The sandbox could not start the call; try again.";
+}
+
+cJSON *run_started_result(const struct mcp_config *cfg, const struct call_result *res) {
+  cJSON *sc = cJSON_CreateObject();
+  cJSON_AddStringToObject(sc, "stdout", "");
+  cJSON_AddStringToObject(sc, "stderr", "");
+  cJSON_AddNumberToObject(sc, "exit_code", 0);
+  cJSON_AddBoolToObject(sc, "timed_out", 0);
+  cJSON_AddNumberToObject(sc, "duration_ms", (double)res->duration_ms);
+  static const char *const flags[] = {"truncated",      "memory_exceeded",   "cpu_exceeded",
+                                      "workspace_full", "sandbox_restarted", "egress_limited"};
+  for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
+    cJSON_AddBoolToObject(sc, flags[i], 0);
+  cJSON_AddStringToObject(sc, "run", res->run);
+  cJSON_AddStringToObject(sc, "status", "running");
+  cJSON *r = cJSON_CreateObject();
+  cJSON *content = cJSON_AddArrayToObject(r, "content");
+  cleanup_free char *text = cJSON_PrintUnformatted(sc);
+  add_text(content, text ? text : "{}");
+  char line[400];
+  snprintf(line, sizeof(line),
+           "Started background run %s (wall-clock limit %d s). Poll it with get_run (its output from the offsets you "
+           "pass, its result once it ended); stop it with cancel_run.",
+           res->run, res->timeout_s);
+  add_text(content, line);
+  cJSON_AddItemToObject(r, "structuredContent", sc);
+  cJSON_AddBoolToObject(r, "isError", 0);
+  (void)cfg;
+  return r;
 }
 
 cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *res) {
@@ -96,6 +139,12 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
   cJSON_AddBoolToObject(sc, "workspace_full", res->workspace_full);
   cJSON_AddBoolToObject(sc, "sandbox_restarted", res->sandbox_lost);
   cJSON_AddBoolToObject(sc, "egress_limited", res->egress_limited);
+  cleanup_free char *value = res->value != NULL ? utf8_sanitize(res->value, strlen(res->value)) : NULL;
+  if (res->persistent) {
+    cJSON_AddBoolToObject(sc, "state_lost", res->state_lost);
+    if (value != NULL)
+      cJSON_AddStringToObject(sc, "value", value);
+  }
   cJSON *r = cJSON_CreateObject();
   cJSON *content = cJSON_AddArrayToObject(r, "content");
   cleanup_free char *text = cJSON_PrintUnformatted(sc);
@@ -104,6 +153,14 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
   limit_notes(cfg, res, &notes);
   if (notes.len > 0)
     add_text(content, notes.data);
+  if (res->persistent && value != NULL) {
+    /* The cell's value, as a notebook shows it. */
+    cleanup_buf struct buf shown = {0};
+    buf_append(&shown, "Out: ", 5);
+    buf_append(&shown, value, strlen(value));
+    buf_append(&shown, "", 1);
+    add_text(content, shown.data);
+  }
   cJSON_AddItemToObject(r, "structuredContent", sc);
   cJSON_AddBoolToObject(r, "isError", res->exit_code != 0 || res->timed_out || res->cancelled || res->sandbox_lost);
   return r;

@@ -35,6 +35,9 @@ struct code_args {
   const cJSON *files;
   const char *sandbox; /* the `sandbox` argument, or NULL */
   int timeout_s;
+  bool persistent; /* in the sandbox's persistent interpreter */
+  bool reset;      /* end that interpreter first */
+  bool background; /* a background run: the call returns its id at once */
   bool egress_given;                      /* the call narrowed its egress policy ... */
   char egress_allow[EGRESS_LIST_MAX + 1]; /* ... to these hosts (fcgi/egress.h) */
 };
@@ -47,5 +50,14 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
 cJSON *tool_error_result(const char *sentence);
 /* Add what the call left in output/ to c->result; returns the bytes inlined. */
 uint64_t results_add_outputs(struct rpc_call *c);
+/* The CallToolResult of a background start: the run's id and status. */
+cJSON *run_started_result(const struct mcp_config *cfg, const struct call_result *r);
+/* The sentence for a call the executor refused (call_result.refused). */
+const char *refused_sentence(const char *why);
+/* get_run and cancel_run (run_tools.c): 0 with c->result set. */
+int run_tools_get(struct rpc_call *c, const cJSON *args);
+int run_tools_cancel(struct rpc_call *c, const cJSON *args);
+#define GET_RUN "get_run"
+#define CANCEL_RUN "cancel_run"
 
 #endif

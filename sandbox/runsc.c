@@ -28,6 +28,11 @@ int runsc_cmdline_init(struct runsc_cmdline *c, const struct mcp_config *cfg) {
    * so that every command of every container has the same flags. */
   argv_add(&c->argv, "--host-uds=open");
   argv_add(&c->argv, "--oci-seccomp"); /* load the bundle's seccomp policy inside */
+  /* gVisor's own cgroupfs at /sys/fs/cgroup inside (not the host's): the
+   * executor puts each activity (a call, a background run, a persistent
+   * interpreter) in a cgroup of its own, to end exactly its processes
+   * (executor/mcp_executor/cgroups.py). */
+  argv_add(&c->argv, "--cgroupfs");
   argv_add(&c->argv, c->platform);
   /* Without a parent cgroup, runsc must not create per-container ones. */
   if (cfg->cgroup_parent[0] == '\0')

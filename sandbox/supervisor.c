@@ -16,6 +16,10 @@
  * without losing the sandbox: the call finishes within its limits and the
  * next responder finds the session as it was.
  *
+ * Background runs (background.h) are its too: they run in the sandbox
+ * beside the calls, their output goes to files, and they outlive the
+ * responder that started them.
+ *
  * It is a child subreaper: runsc's sandbox and gofer processes are
  * reparented to it and reaped at once, which is what makes teardown fast
  * (sandbox/GVISOR.md: ~20 ms instead of ~2 s).
@@ -43,6 +47,7 @@
 #include "common/slots.h"
 #include "common/util.h"
 #include "sandbox/backend.h"
+#include "sandbox/background.h"
 #include "sandbox/cgroups.h"
 #include "sandbox/client.h"
 #include "sandbox/egress.h"
@@ -103,8 +108,11 @@ struct sup {
   uint64_t output_limit;
   uint64_t sent_out, sent_err;
   bool quit;
-  int quitter;      /* the client that asked us to quit, -1: a signal */
-  struct egress eg; /* the relay of the calls' network traffic */
+  int quitter;         /* the client that asked us to quit, -1: a signal */
+  struct egress eg;    /* the relay of the calls' network traffic */
+  struct bg_runs runs; /* the background runs of the sandbox */
+  int interpreters;    /* persistent interpreters alive in the sandbox (the last D said) */
+  bool call_persistent;
 };
 
 static void client_close(struct sup *s, int i) {
@@ -313,21 +321,28 @@ static void sandbox_lost(struct sup *s, bool deadline) {
     s->call = -1;
     s->call_active = false;
     slot_release(&s->slots);
-  } else if (s->call_active) {
+    bg_runs_lost(&s->runs, false);
+  } else if (s->call_active || bg_runs_active(&s->runs) > 0) {
     /* The memory backstop kills the whole sandbox: its cgroup (gone after
      * the destroy below) says whether that is what happened. */
     uint64_t ooms = 0;
     mcp_error_t err = NULL;
     if (cgroups_oom_kills(&s->cfg, s->sb.container_id, &ooms, &err) < 0)
       mcp_error_log_release(&err, "mcp-sandboxd: oom count");
-    char json[320];
+    /* The persistent interpreters die with the sandbox: their state is lost. */
+    bool state_lost = s->interpreters > 0 || s->call_persistent;
+    char json[360];
     snprintf(json, sizeof(json),
              "{\"exit_code\":137,\"timed_out\":%s,\"sandbox_lost\":true,\"memory_exceeded\":%s,"
-             "\"duration_ms\":%lld,\"stdout_bytes\":%llu,\"stderr_bytes\":%llu}",
+             "\"duration_ms\":%lld,\"stdout_bytes\":%llu,\"stderr_bytes\":%llu%s}",
              deadline ? "true" : "false", ooms > 0 ? "true" : "false", (long long)(now_ms() - s->call_started),
-             (unsigned long long)s->sent_out, (unsigned long long)s->sent_err);
-    send_call_result(s, json);
+             (unsigned long long)s->sent_out, (unsigned long long)s->sent_err,
+             state_lost ? ",\"state_lost\":true" : "");
+    if (s->call_active)
+      send_call_result(s, json);
+    bg_runs_lost(&s->runs, ooms > 0);
   }
+  s->interpreters = 0;
   if (now_ms() - s->started_at < 5000)
     s->quick_deaths++;
   else
@@ -352,7 +367,10 @@ static void start_call(struct sup *s, int i) {
   s->call_accepted = false;
   s->call_cancelled = false;
   s->call_started = now_ms();
-  s->call_deadline = s->call_started + (int64_t)timeout_ms + DEADLINE_GRACE_MS;
+  /* A persistent cell is interrupted first, and killed after a grace. */
+  s->call_persistent = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "persistent"));
+  s->call_deadline =
+      s->call_started + (int64_t)timeout_ms + DEADLINE_GRACE_MS + (int64_t)json_u64(req, "interrupt_grace_ms", 0);
   c->slot_deadline = 0;
   /* The session's id is the name of its folder (it moved from pool/). */
   mcp_error_t err = NULL;
@@ -443,11 +461,18 @@ static void forward_output(struct sup *s, const struct frame *f) {
     client_send(s, s->call, f->type, f->payload, take);
 }
 
+/* How many persistent interpreters the executor keeps (its D frames say). */
+static void note_interpreters(struct sup *s, const char *json) {
+  cleanup_cjson cJSON *res = json != NULL ? cJSON_Parse(json) : NULL;
+  s->interpreters = (int)json_u64(res, "interpreters", 0);
+}
+
 static void on_exec_frame(struct sup *s, const struct frame *f) {
   switch (f->type) {
   case FRAME_READY:
     s->ready = true;
     boot_release(s);
+    bg_runs_send(&s->runs, s->exec_in);
     for (int i = 0; i < MAX_CLIENTS; i++)
       if (s->clients[i].fd >= 0 && s->clients[i].wants_ready) {
         s->clients[i].wants_ready = false;
@@ -464,8 +489,14 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
   case FRAME_DONE:
     if (s->call_active) {
       cleanup_free char *json = xstrndup(f->payload, f->len);
+      note_interpreters(s, json);
       send_call_result(s, json ? json : "{}");
     }
+    break;
+  case FRAME_RUN_STDOUT:
+  case FRAME_RUN_STDERR:
+  case FRAME_RUN_DONE:
+    bg_runs_on_frame(&s->runs, f);
     break;
   default:
     break; /* nothing else is expected from the executor */
@@ -517,10 +548,36 @@ static void cancel_call(struct sup *s, const char *id, size_t len) {
   }
 }
 
+/* A request with "background": a run of ours from now on (background.h),
+ * answered at once. */
+static bool start_run(struct sup *s, int i, const struct frame *f) {
+  cleanup_cjson cJSON *req = cJSON_ParseWithLength(f->payload, f->len);
+  if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "background")))
+    return false;
+  const cJSON *tok = cJSON_GetObjectItemCaseSensitive(req, "token");
+  mcp_error_t err = NULL;
+  if (refresh_dir(s, &err) < 0)
+    mcp_error_release(&err);
+  const char *slash = strrchr(s->sb.dir, '/');
+  char answer[400];
+  int type = FRAME_ERROR;
+  bg_run_start(&s->runs, slash != NULL ? slash + 1 : s->sb.dir, cJSON_IsString(tok) ? tok->valuestring : "",
+               f->payload, f->len, &type, answer, sizeof(answer));
+  client_send(s, i, type, answer, strlen(answer));
+  if (s->ready)
+    bg_runs_send(&s->runs, s->exec_in);
+  return true;
+}
+
 static void on_client_frame(struct sup *s, int i, const struct frame *f) {
   struct client *c = &s->clients[i];
   switch (f->type) {
+  case FRAME_RUN_CANCEL:
+    bg_run_cancel(&s->runs, f->payload, f->len, s->ready ? s->exec_in : -1);
+    break;
   case FRAME_REQUEST: {
+    if (start_run(s, i, f))
+      return;
     if (c->has_request || (s->call_active && s->call == i)) {
       client_error(s, i, "A call is already running on this connection.");
       return;
@@ -689,6 +746,9 @@ static int loop(struct sup *s) {
     } else if (waiting_for_slots(s)) {
       timeout = SLOT_RETRY_MS;
     }
+    int64_t run_deadline = bg_runs_deadline(&s->runs);
+    if (run_deadline > 0 && run_deadline - now < timeout)
+      timeout = run_deadline - now <= 0 ? 0 : (int)(run_deadline - now);
     int eg_timeout = egress_timeout_ms(&s->eg);
     if (eg_timeout >= 0 && eg_timeout < timeout)
       timeout = eg_timeout;
@@ -718,6 +778,9 @@ static int loop(struct sup *s) {
     if (s->call_active && now >= s->call_deadline) {
       fprintf(stderr, "mcp-sandboxd %s: the call overran its deadline; restarting the sandbox\n", s->sb.id);
       sandbox_lost(s, true);
+    } else if (s->started && bg_runs_overran(&s->runs, now)) {
+      fprintf(stderr, "mcp-sandboxd %s: a background run overran its deadline; restarting the sandbox\n", s->sb.id);
+      sandbox_lost(s, false);
     } else if (s->started && !s->ready && now - s->started_at >= READY_TIMEOUT_MS) {
       fprintf(stderr, "mcp-sandboxd %s: the executor did not become ready\n", s->sb.id);
       s->quick_deaths = MAX_QUICK_DEATHS;
@@ -767,6 +830,7 @@ static int setup(struct sup *s, const char *dir, mcp_error_t *err) {
   id[strcspn(id, "\n")] = '\0';
   if (sandbox_ctx_init(&s->sb, &s->cfg, id, dir, err) < 0)
     return -1;
+  bg_runs_init(&s->runs, &s->cfg, s->dirfd);
 
   s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s->listen_fd < 0)
