@@ -51,8 +51,12 @@ class Children:
         self.hooked = set()
 
     def hook(self):
-        """Register the Popen objects made from now on (the modules loaded
-        by now: a cell may import them later, so this runs at each cell)."""
+        """Register the Popen objects made from now on (both modules are
+        imported before the first cell: an object made before its class is
+        hooked would be missed)."""
+        import multiprocessing.popen_fork  # noqa: F401
+        import subprocess  # noqa: F401
+
         for modname, clsname in (("subprocess", "Popen"), ("multiprocessing.popen_fork", "Popen")):
             mod = sys.modules.get(modname)
             cls = getattr(mod, clsname, None) if mod is not None else None

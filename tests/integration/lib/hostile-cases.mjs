@@ -1294,16 +1294,20 @@ for (const c of CASES) {
 }
 
 /** Register the table's tests for one language, then the leftover check. */
-export function hostileSuite(lang) {
+export function hostileSuite(lang, { persistent = false } = {}) {
   const { tool, aliveCode } = LANGUAGES[lang];
   // The test shape, session bookkeeping and the leftover check live in
   // lib/hostile.mjs; each test file runs in a process of its own.
-  const { call, hostileTest, leftoverTest } = hostileKit({ tool, aliveCode });
+  // persistent: every call of the case (the probe, its follow-ups and the
+  // responsiveness calls) runs in the sandbox's persistent interpreter
+  // (hostile-persistent.test.mjs): the same verdicts hold there.
+  const { call, hostileTest, leftoverTest } = hostileKit({ tool, aliveCode, persistent });
+  const mode = persistent ? ' (persistent)' : '';
   for (const c of CASES) {
     const probe = c[lang];
     if (!probe) continue;
     const bind = (fn) => fn && ((ctx) => fn({ ...ctx, call, lang, probe }));
-    hostileTest(probe.name ?? c.name, { hostile: bind(c.hostile), after: bind(c.after) });
+    hostileTest((probe.name ?? c.name) + mode, { hostile: bind(c.hostile), after: bind(c.after) });
   }
-  leftoverTest();
+  leftoverTest(mode);
 }
