@@ -53,12 +53,12 @@ struct call_result {
   int64_t duration_ms;
   int64_t cpu_ms;
   int64_t max_rss_kb;
-  int timeout_s;        /* the limit the call ran with */
-  uint64_t files_bytes; /* output file bytes returned with it */
-  bool persistent;      /* it ran in the persistent interpreter ... */
-  bool state_lost;      /* ... whose state was lost (killed, out of memory, the sandbox restarted) */
-  char *value;          /* a persistent cell's value (its repr), at most VALUE_MAX bytes, or NULL */
-  char refused[32];     /* the executor's reason not to run the call ("interpreter-busy"), or "" */
+  int timeout_s;                 /* the limit the call ran with */
+  uint64_t files_bytes;          /* output file bytes returned with it */
+  bool persistent;               /* it ran in the persistent interpreter ... */
+  bool state_lost;               /* ... whose state was lost (killed, out of memory, the sandbox restarted) */
+  char *value;                   /* a persistent cell's value (its repr), at most VALUE_MAX bytes, or NULL */
+  char refused[32];              /* the executor's reason not to run the call ("interpreter-busy"), or "" */
   char run[SESSION_ID_MAX + 24]; /* a background start: the run's id */
 };
 

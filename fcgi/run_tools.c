@@ -28,7 +28,8 @@ static int get_offset(const cJSON *args, const char *name, uint64_t *out, mcp_er
   *out = 0;
   if (v == NULL || cJSON_IsNull(v))
     return 0;
-  if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e15 || v->valuedouble != (double)(int64_t)v->valuedouble)
+  if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e15 ||
+      v->valuedouble != (double)(int64_t)v->valuedouble)
     return mcp_fail_public(err, MCP_ERR_INVALID, "%s must be a non-negative integer", name);
   *out = (uint64_t)v->valuedouble;
   return 0;
@@ -52,8 +53,9 @@ static int parse_args(const struct mcp_config *cfg, const cJSON *args, bool get,
   }
   const cJSON *run = cJSON_GetObjectItemCaseSensitive(args, "run");
   if (!cJSON_IsString(run))
-    return mcp_fail_public(err, MCP_ERR_INVALID, "run is required and must be a string: the id a background call "
-                                                 "returned");
+    return mcp_fail_public(err, MCP_ERR_INVALID,
+                           "run is required and must be a string: the id a background call "
+                           "returned");
   out->run = run->valuestring;
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(args, "wait_seconds");
   if (w != NULL && !cJSON_IsNull(w)) {
@@ -124,7 +126,8 @@ static void add_result(cJSON *sc, const cJSON *done) {
   cJSON_AddBoolToObject(sc, "workspace_full", res.workspace_full);
   cJSON_AddBoolToObject(sc, "sandbox_restarted", res.sandbox_lost);
   cJSON_AddBoolToObject(sc, "egress_limited", res.egress_limited);
-  cJSON_AddBoolToObject(sc, "output_truncated", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(done, "output_truncated")));
+  cJSON_AddBoolToObject(sc, "output_truncated",
+                        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(done, "output_truncated")));
   if (res.persistent) {
     cJSON_AddBoolToObject(sc, "state_lost", res.state_lost);
     cleanup_free char *value = res.value != NULL ? utf8_sanitize(res.value, strlen(res.value)) : NULL;
@@ -187,7 +190,8 @@ static void add_files(struct rpc_call *c, struct run *r) {
   for (int i = before; i < cJSON_GetArraySize(content); i++)
     cJSON_AddItemToArray(blocks, cJSON_Duplicate(cJSON_GetArrayItem(content, i), 1));
   cJSON_AddItemToObject(keep, "files", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(sc, "files"), 1));
-  cJSON_AddItemToObject(keep, "skipped_files", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(sc, "skipped_files"), 1));
+  cJSON_AddItemToObject(keep, "skipped_files",
+                        cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(sc, "skipped_files"), 1));
   cleanup_free char *text = cJSON_PrintUnformatted(keep);
   if (text != NULL && write_file_atomic(r->dirfd, RUN_OUTPUTS, text, strlen(text), 0600, &err) < 0)
     mcp_error_log_release(&err, "run outputs");

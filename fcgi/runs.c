@@ -20,8 +20,8 @@ static const char *const status_names[] = {"running", "finished", "timed_out", "
 
 const char *run_status_name(enum run_status status) { return status_names[status]; }
 
-int run_start(const struct mcp_config *cfg, struct session *s, const struct call_request *req,
-              struct call_result *res, mcp_error_t *err) {
+int run_start(const struct mcp_config *cfg, struct session *s, const struct call_request *req, struct call_result *res,
+              mcp_error_t *err) {
   struct call_request bg = *req;
   bg.background = true;
   if (sandbox_call(cfg, s, &bg, NULL, NULL, res, err) < 0)
@@ -56,8 +56,7 @@ int run_open(struct store *st, const char *id, const char *token, const char *se
              mcp_error_t *err) {
   *out = (struct run){.dirfd = -1, .session = {.dirfd = -1, .lock_fd = -1}};
   char sid[SESSION_ID_MAX];
-  if (strlen(id) >= RUN_ID_MAX || !split_id(id, sid, out->name) ||
-      (session_id != NULL && strcmp(sid, session_id) != 0))
+  if (strlen(id) >= RUN_ID_MAX || !split_id(id, sid, out->name) || (session_id != NULL && strcmp(sid, session_id) != 0))
     return not_found(err, id);
   snprintf(out->id, sizeof(out->id), "%s", id);
   mcp_error_t oerr = NULL;

@@ -49,8 +49,8 @@ struct run {
 /* Start a run of req (its request, as for sandbox_call) in session s: the
  * supervisor takes it and answers at once; res->run holds the new run's
  * id.  The session lock is held only while it is handed over. */
-int run_start(const struct mcp_config *cfg, struct session *s, const struct call_request *req,
-              struct call_result *res, mcp_error_t *err);
+int run_start(const struct mcp_config *cfg, struct session *s, const struct call_request *req, struct call_result *res,
+              mcp_error_t *err);
 /* Open run id for token; with session_id set (a 2025 session), only a run
  * of that session. */
 int run_open(struct store *st, const char *id, const char *token, const char *session_id, struct run *out,

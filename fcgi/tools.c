@@ -132,13 +132,15 @@ int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const
   if (sb != NULL && !cJSON_IsString(sb))
     return mcp_fail_public(err, MCP_ERR_INVALID, "sandbox must be a string: a handle an earlier call returned");
   out->sandbox = sb != NULL ? sb->valuestring : NULL;
-  if ((env != NULL && parse_env(env, err) < 0) || (to != NULL && parse_timeout(max, out->background, to, &out->timeout_s, err) < 0) ||
+  if ((env != NULL && parse_env(env, err) < 0) ||
+      (to != NULL && parse_timeout(max, out->background, to, &out->timeout_s, err) < 0) ||
       (files != NULL && files_validate(cfg, files, err) < 0) || (pk != NULL && lang->packages_validate(pk, err) < 0))
     return -1;
   const cJSON *eg = given(args, "egress_allow");
   if (eg != NULL && out->background)
-    return mcp_fail_public(err, MCP_ERR_INVALID, "egress_allow cannot be combined with background (a background run "
-                                                 "has no network)");
+    return mcp_fail_public(err, MCP_ERR_INVALID,
+                           "egress_allow cannot be combined with background (a background run "
+                           "has no network)");
   if (eg != NULL && egress_arg_parse(eg, out->egress_allow, sizeof(out->egress_allow), err) < 0)
     return -1;
   out->egress_given = eg != NULL;
@@ -400,8 +402,8 @@ static int execute(struct rpc_call *c, const struct lang *lang, const struct cod
   const struct mcp_config *cfg = c->ctx->cfg;
   mcp_error_t err = NULL;
   int64_t budget_s = (int64_t)cfg->busy_wait + cfg->ready_wait + (ca->background ? 0 : ca->timeout_s) +
-                     cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S +
-                     (ca->persistent ? cfg->interrupt_grace : 0) + (ca->packages != NULL ? cfg->package_timeout : 0);
+                     cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S + (ca->persistent ? cfg->interrupt_grace : 0) +
+                     (ca->packages != NULL ? cfg->package_timeout : 0);
   http_set_deadline(c->sink, now_ms() + budget_s * 1000);
   struct call_stream cs;
   call_stream_init(&cs, c, ca->timeout_s);

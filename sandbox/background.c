@@ -209,7 +209,8 @@ static void finish(struct bg_runs *rs, struct bg_run *r, const char *json, size_
   cJSON_AddStringToObject(res, "status", status_of(r, res));
   cJSON_AddNumberToObject(res, "stdout_total", (double)r->out_bytes);
   cJSON_AddNumberToObject(res, "stderr_total", (double)r->err_bytes);
-  cJSON_AddBoolToObject(res, "output_truncated", r->out_bytes > cfg->run_output_max || r->err_bytes > cfg->run_output_max);
+  cJSON_AddBoolToObject(res, "output_truncated",
+                        r->out_bytes > cfg->run_output_max || r->err_bytes > cfg->run_output_max);
   cleanup_free char *text = cJSON_PrintUnformatted(res);
   mcp_error_t err = NULL;
   if (text == NULL || write_file_atomic(r->dirfd, RUN_DONE_FILE, text, strlen(text), 0600, &err) < 0)

@@ -561,8 +561,8 @@ static bool start_run(struct sup *s, int i, const struct frame *f) {
   const char *slash = strrchr(s->sb.dir, '/');
   char answer[400];
   int type = FRAME_ERROR;
-  bg_run_start(&s->runs, slash != NULL ? slash + 1 : s->sb.dir, cJSON_IsString(tok) ? tok->valuestring : "",
-               f->payload, f->len, &type, answer, sizeof(answer));
+  bg_run_start(&s->runs, slash != NULL ? slash + 1 : s->sb.dir, cJSON_IsString(tok) ? tok->valuestring : "", f->payload,
+               f->len, &type, answer, sizeof(answer));
   client_send(s, i, type, answer, strlen(answer));
   if (s->ready)
     bg_runs_send(&s->runs, s->exec_in);

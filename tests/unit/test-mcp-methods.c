@@ -141,7 +141,8 @@ static void basic_tests(void) {
   const cJSON *tools = jget(res, "tools");
   /* execute_javascript joins it where Node.js is installed. */
   /* One per language available, then get_run and cancel_run. */
-  is_int(cJSON_GetArraySize(tools), access(h.cfg.node, X_OK) == 0 ? 4 : 3, "one tool per language available, and the run tools");
+  is_int(cJSON_GetArraySize(tools), access(h.cfg.node, X_OK) == 0 ? 4 : 3,
+         "one tool per language available, and the run tools");
   if (cJSON_GetArraySize(tools) == 2)
     is_str(jstr(cJSON_GetArrayItem(tools, 1), "name"), "execute_javascript", "execute_javascript second");
   const cJSON *t = cJSON_GetArrayItem(tools, 0);
