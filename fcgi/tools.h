@@ -35,9 +35,9 @@ struct code_args {
   const cJSON *files;
   const char *sandbox; /* the `sandbox` argument, or NULL */
   int timeout_s;
-  bool persistent; /* in the sandbox's persistent interpreter */
-  bool reset;      /* end that interpreter first */
-  bool background; /* a background run: the call returns its id at once */
+  bool persistent;                        /* in the sandbox's persistent interpreter */
+  bool reset;                             /* end that interpreter first */
+  bool background;                        /* a background run: the call returns its id at once */
   bool egress_given;                      /* the call narrowed its egress policy ... */
   char egress_allow[EGRESS_LIST_MAX + 1]; /* ... to these hosts (fcgi/egress.h) */
 };
