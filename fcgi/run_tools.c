@@ -153,7 +153,7 @@ static void add_text(cJSON *content, const char *text) {
 /* The files the ended run left in output/: collected once, as a call's
  * are (under the session's lock, against its manifest), then kept with
  * the run for later get_run calls. */
-static void add_files(struct rpc_call *c, struct run *r) {
+void run_tools_add_files(struct rpc_call *c, struct run *r) {
   cleanup_free char *cached = NULL;
   size_t len = 0;
   mcp_error_t err = NULL;
@@ -221,7 +221,7 @@ static int run_result(struct rpc_call *c, struct run *r, enum run_status status,
     add_text(content, "The run was lost: its sandbox stopped under it (the service restarted, or the sandbox was "
                       "killed); what it wrote until then is kept.");
   if (status != RUN_RUNNING && done != NULL)
-    add_files(c, r);
+    run_tools_add_files(c, r);
   cleanup_free char *text = cJSON_PrintUnformatted(sc);
   cJSON_ReplaceItemInObject(cJSON_GetArrayItem(content, 0), "text", cJSON_CreateString(text ? text : "{}"));
   return 0;

@@ -19,6 +19,7 @@
 #include "fcgi/json_scan.h"
 #include "fcgi/runs.h"
 #include "fcgi/stream.h"
+#include "fcgi/tasks.h"
 #include "sandbox/bundle.h"
 
 /* Beyond a call's own limits (and ready_wait): the supervisor's grace
@@ -108,6 +109,11 @@ static const cJSON *given(const cJSON *args, const char *name) {
 
 int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const cJSON *args, struct code_args *out,
                     mcp_error_t *err) {
+  return code_args_parse_task(cfg, lang, args, false, out, err);
+}
+
+int code_args_parse_task(const struct mcp_config *cfg, const struct lang *lang, const cJSON *args, bool task,
+                         struct code_args *out, mcp_error_t *err) {
   memset(out, 0, sizeof(*out));
   out->lang = lang;
   out->timeout_s = cfg->timeout_default;
@@ -124,6 +130,8 @@ int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const
   out->code = code->valuestring;
   if (parse_modes(args, out, err) < 0)
     return -1;
+  out->task = task;
+  out->background = out->background || task;
   int max = out->background ? cfg->background_timeout_max : cfg->timeout_max;
   if (out->background)
     out->timeout_s = cfg->background_timeout_max;
@@ -386,6 +394,8 @@ static void call_result_to_client(struct rpc_call *c, const struct lang *lang, c
     remember_packages(c->session, lang, ca->packages);
   if (res->refused[0] != '\0')
     c->result = tool_error_result(refused_sentence(res->refused));
+  else if (ca->task)
+    c->result = tasks_created(c, res->run);
   else if (ca->background)
     c->result = run_started_result(c->ctx->cfg, res);
   else
@@ -453,7 +463,16 @@ static int run_code(struct rpc_call *c, const struct lang *lang, const cJSON *ar
   int64_t started = now_ms();
   struct code_args ca;
   mcp_error_t err = NULL;
-  if (code_args_parse(c->ctx->cfg, lang, args, &ca, &err) < 0) {
+  enum task_plan plan = tasks_plan(c->ctx->cfg, c->modern, c->modern && tasks_declared(c->params), args);
+  if (plan == TASK_NEEDS_EXTENSION) {
+    char what[200];
+    snprintf(what, sizeof(what),
+             "timeout_seconds above %d runs only as a task (declare " TASKS_EXTENSION
+             ") or as a background run (background: true)",
+             c->ctx->cfg->timeout_max);
+    return tasks_missing_extension(c, what);
+  }
+  if (code_args_parse_task(c->ctx->cfg, lang, args, plan == TASK_CREATE, &ca, &err) < 0) {
     char sentence[400];
     snprintf(sentence, sizeof(sentence), "Invalid arguments: %s.", mcp_error_public(err));
     mcp_error_release(&err);
