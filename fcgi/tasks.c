@@ -52,13 +52,16 @@ enum task_plan tasks_plan(const struct mcp_config *cfg, bool modern, bool declar
       return TASK_PLAIN;
     t = to->valuedouble;
   }
-  /* Above timeout_max a declaring client's call is a task, whose bound
-   * (background_timeout_max) the tool checks; without the extension, only
-   * a value a task could take needs it.  Range before the integer test:
-   * converting a huge double is undefined. */
-  if (t > cfg->timeout_max && !declared)
-    return t <= cfg->background_timeout_max && t == (double)(int64_t)t ? TASK_NEEDS_EXTENSION : TASK_PLAIN;
-  return declared && t > cfg->task_after ? TASK_CREATE : TASK_PLAIN;
+  double task_max = cfg->background_timeout_max, plain_max = cfg->timeout_max;
+  /* Beyond both bounds the tool refuses it, naming the larger one. */
+  if (t > task_max && t > plain_max)
+    return declared && task_max >= plain_max ? TASK_CREATE : TASK_PLAIN;
+  /* Only a task can take it; without the extension, -32021 for a value a
+   * task could take (range before the integer test: converting a huge
+   * double is undefined; here t <= task_max). */
+  if (t > plain_max)
+    return declared ? TASK_CREATE : t == (double)(int64_t)t ? TASK_NEEDS_EXTENSION : TASK_PLAIN;
+  return declared && t > cfg->task_after && t <= task_max ? TASK_CREATE : TASK_PLAIN;
 }
 
 int tasks_missing_extension(struct rpc_call *c, const char *what) {

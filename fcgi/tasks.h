@@ -18,10 +18,12 @@
  * _meta["io.modelcontextprotocol/clientCapabilities"].extensions gets a
  * task; tasks_plan() decides, for execute_python and execute_javascript:
  *   background: true                                     a task
- *   timeout_seconds above task_after (no egress_allow)    a task
- *   timeout_seconds above timeout_max, up to background_timeout_max (no egress_allow):
- *                                                        a task; without the extension -32021
- *                                                        (it cannot run as a plain call)
+ *   timeout_seconds above task_after, up to background_timeout_max
+ *   (no egress_allow: a run has no network)               a task
+ *   timeout_seconds above timeout_max (no egress_allow)   a task (the tool refuses one above
+ *                                                        background_timeout_max); without the
+ *                                                        extension -32021, up to that bound
+ *                                                        (only a task could run it)
  * Everything else runs as a plain call (background: true without the
  * extension answers with a run id, as before).  Absent timeout_seconds
  * counts as timeout_default.

@@ -117,6 +117,18 @@ static const struct plan_case plans[] = {
     {"arguments not an object", "[1]", true, true, TASK_PLAIN},
 };
 
+/* Runs shorter than plain calls (scripts/test's stack: timeout_max 120,
+ * background_timeout_max 15), task_after 5. */
+static const struct plan_case short_runs[] = {
+    {"short runs: timeout_seconds 5 (task_after 5), declared", "{\"timeout_seconds\":5}", true, true, TASK_PLAIN},
+    {"short runs: timeout_seconds 10, declared", "{\"timeout_seconds\":10}", true, true, TASK_CREATE},
+    {"short runs: timeout_seconds 90, declared: a plain call (a task could not take it)", "{\"timeout_seconds\":90}",
+     true, true, TASK_PLAIN},
+    {"short runs: timeout_seconds 121, declared: refused as a plain call", "{\"timeout_seconds\":121}", true, true,
+     TASK_PLAIN},
+    {"short runs: background, declared", "{\"background\":true,\"timeout_seconds\":5}", true, true, TASK_CREATE},
+};
+
 static void plan_tests(void) {
   struct mcp_config cfg;
   config_defaults(&cfg);
@@ -127,6 +139,19 @@ static void plan_tests(void) {
   cfg.task_after = 0;
   cleanup_cjson cJSON *none = cJSON_Parse("{}");
   is_int(tasks_plan(&cfg, true, true, none), TASK_CREATE, "plan: task_after 0 makes every declared call a task");
+  cfg.task_after = 1000;
+  cleanup_cjson cJSON *long_call = cJSON_Parse("{\"timeout_seconds\":500}");
+  is_int(tasks_plan(&cfg, true, true, long_call), TASK_CREATE,
+         "plan: above timeout_max a task, whatever task_after says");
+  config_defaults(&cfg);
+  cfg.task_after = 5;
+  cfg.timeout_max = 120;
+  cfg.background_timeout_max = 15;
+  for (size_t i = 0; i < ARRAY_SIZE(short_runs); i++) {
+    cleanup_cjson cJSON *args = cJSON_Parse(short_runs[i].args);
+    is_int(tasks_plan(&cfg, short_runs[i].modern, short_runs[i].declared, args), short_runs[i].want, "plan: %s",
+           short_runs[i].what);
+  }
   cleanup_cjson cJSON *p = cJSON_Parse("{\"_meta\":{\"io.modelcontextprotocol/clientCapabilities\":" CAPS_TASKS "}}");
   ok(tasks_declared(p), "declared: an object under clientCapabilities.extensions");
   cleanup_cjson cJSON *q = cJSON_Parse("{\"_meta\":{\"io.modelcontextprotocol/clientCapabilities\":{\"extensions\":{"
