@@ -139,9 +139,14 @@ static void task_close(struct task *t) {
   run_close(&t->run);
 }
 
-/* Open the task params.taskId names, for the caller's token. */
+/* Nothing open yet: task_close() may run on it. */
+static void task_init(struct task *t) {
+  *t = (struct task){.run = {.dirfd = -1, .session = {.dirfd = -1, .lock_fd = -1}}, .status = RUN_LOST};
+}
+
+/* Open the task id names, for the caller's token. */
 static int open_task_id(struct rpc_call *c, const char *id, struct task *t) {
-  *t = (struct task){0};
+  task_init(t);
   mcp_error_t err = NULL;
   if (run_open(c->ctx->store, id, c->http->token_id, NULL, &t->run, &err) < 0) {
     bool missing = err->kind == MCP_ERR_NOT_FOUND;
@@ -163,6 +168,7 @@ static int open_task_id(struct rpc_call *c, const char *id, struct task *t) {
 }
 
 static int open_task(struct rpc_call *c, struct task *t) {
+  task_init(t);
   const cJSON *id = get(c->params, "taskId");
   if (!cJSON_IsString(id) || id->valuestring[0] == '\0')
     return rpc_fail(c, RPC_INVALID_PARAMS,
