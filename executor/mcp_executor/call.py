@@ -82,6 +82,10 @@ class Call:
     def fds(self):
         return list(self.open_fds) + ([self.st_r] if self.status is None else [])
 
+    def spared(self):
+        """The processes of its cgroup that its end spares."""
+        return self.keep
+
     def over(self):
         """The call is over: nothing it started may outlive it."""
         end_processes(self.st, self, pgid=self.pid, keep=self.keep)

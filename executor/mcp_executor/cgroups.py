@@ -85,12 +85,12 @@ class Tree:
         except (OSError, ValueError):
             return []
 
-    def sweep(self, name, keep=(), reap=None):
+    def sweep(self, name, keep=(), reap=None, seconds=SWEEP_SECONDS):
         """SIGKILL every process of `name` but those in keep, again and again
         until none is left (a process may fork while the list is read) or
-        SWEEP_SECONDS have passed; reap() between passes.  True when none
-        is left."""
-        deadline = time.monotonic() + SWEEP_SECONDS
+        `seconds` have passed; reap() between passes.  True when none is
+        left."""
+        deadline = time.monotonic() + seconds
         while True:
             left = [p for p in self.members(name) if p not in keep]
             if not left:

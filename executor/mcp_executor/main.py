@@ -18,7 +18,7 @@ import time
 from .call import Call, send_done
 from .limits import set_dumpable
 from .persistent import Interpreter, Cell
-from .processes import clear_scratch, reap
+from .processes import clear_scratch, reap, sweep
 from .protocol import (ACCEPTED, CANCEL, DONE, READY, REQUEST, RUN_CANCEL, RUN_DONE, RUN_START, FrameReader,
                        write_frame)
 from .spare import prepare_spare
@@ -227,6 +227,9 @@ class Loop:
         else:
             del st.runs[tag]
         send_done(tag, res)
+        # What it started is killed; once it has answered, make sure none of
+        # it is left (a fork bomb outruns one kill), before the next spare.
+        sweep(st, act)
         if tag is None:
             self.between_calls(said)
 

@@ -183,6 +183,10 @@ class Cell:
         else:
             self.start_cell()
 
+    def spared(self):
+        """The processes of its cgroup that its end spares: the interpreter."""
+        return (self.interp.pid,) if self.interp.alive else ()
+
     def start_cell(self):
         self.interp.cells += 1
         self.cpu0 = self.interp.cpu_seconds()

@@ -16,6 +16,7 @@ from .limits import set_dumpable
 SCRATCH = ("/tmp", "/dev/shm")
 CLEAR_SECONDS = 30  # at most this long emptying them after a call
 DEEP = 32  # a folder deeper than this is moved up and emptied on a later pass
+SWEEP_SECONDS = 3.0  # at most this long killing what a call left, after it
 
 
 def reap(st):
@@ -73,6 +74,34 @@ def end_processes(st, act, pgid=0, keep=()):
             pass
     if pid1 and st.cgroups.ok:
         st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st))
+
+
+def sweep(st, act, seconds=SWEEP_SECONDS):
+    """After an activity's answer: kill and reap what it left until none of
+    it is left, for at most `seconds`.  One kill at the end does not stop a
+    fork bomb in this gVisor: children forked while it runs escape it, and
+    at RLIMIT_NPROC the bomb refills itself as the others die; meanwhile
+    every failed fork costs the sentry host tasks (ptrace stubs) until the
+    sandbox's pids backstop kills it.  Alone in the sandbox (no other
+    activity, no spare yet), kill(-1) until only PID 1 is left; beside
+    others, its cgroup until it is empty, sparing what it keeps (the
+    persistent interpreter of a cell).  In the usual case this waits for
+    the activity's processes to be torn down."""
+    if os.getpid() != 1 or st.args.direct:
+        return
+    if alone(st, act) and not st.spares:
+        deadline = time.monotonic() + seconds
+        while True:
+            reap(st)
+            if not any(n.isdigit() and n != "1" for n in os.listdir("/proc")) or time.monotonic() > deadline:
+                return
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+            time.sleep(0.002)
+    elif st.cgroups.ok:
+        st.cgroups.sweep(act.cgroup, act.spared(), reap=lambda: reap(st), seconds=seconds)
 
 
 def reap_leftovers(st, keep):
