@@ -107,7 +107,7 @@ cJSON *run_started_result(const struct mcp_config *cfg, const struct call_result
   cJSON_AddNumberToObject(sc, "exit_code", 0);
   cJSON_AddBoolToObject(sc, "timed_out", 0);
   cJSON_AddNumberToObject(sc, "duration_ms", (double)res->duration_ms);
-  static const char *const flags[] = {"truncated",      "memory_exceeded",   "cpu_exceeded",
+  static const char *const flags[] = {"truncated",      "memory_exceeded",   "cpu_exceeded",  "processes_exceeded",
                                       "workspace_full", "sandbox_restarted", "egress_limited"};
   for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
     cJSON_AddBoolToObject(sc, flags[i], 0);
