@@ -268,7 +268,7 @@ console.log(JSON.stringify({ a, b, pids, me: process.pid }));
 export const CASES = [
   {
     async hostile(ctx) {
-      const { a, call, probe, diag } = ctx;
+      const { a, call, probe, diag, persistent } = ctx;
       noteCgroup(ctx, 'pids');
       const limit = probe.timeout_seconds;
       const { r, sc, ms } = await call(a, probe.code, { timeout_seconds: limit });
@@ -279,6 +279,9 @@ export const CASES = [
       // host tasks: the wall clock ends it, or the supervisor stops it
       // first near the sandbox's pids backstop (processes_exceeded).
       assert.ok(sc.timed_out || sc.processes_exceeded, `the wall clock or the host-task guard ended the bomb: ${show(sc)}`);
+      // The guard replaces the sandbox once the bomb is stopped (gVisor keeps
+      // the host tasks): a cell's interpreter goes with it, and says so.
+      if (persistent && sc.processes_exceeded) assert.equal(sc.state_lost, true, `the guard's cut costs the interpreter its state, and the result says so: ${show(sc)}`);
       assert.equal(r.isError, true, 'isError');
       assert.ok(ms < limit * 1000 + 1500 + SLACK_MS, `the call returned ${ms} ms after it started (limit ${limit} s, slack ${SLACK_MS} ms)`);
     },
@@ -1316,7 +1319,7 @@ export function hostileSuite(lang, { persistent = false } = {}) {
   for (const c of CASES) {
     const probe = c[lang];
     if (!probe) continue;
-    const bind = (fn) => fn && ((ctx) => fn({ ...ctx, call, lang, probe }));
+    const bind = (fn) => fn && ((ctx) => fn({ ...ctx, call, lang, probe, persistent }));
     hostileTest((probe.name ?? c.name) + mode, { hostile: bind(c.hostile), after: bind(c.after), fixture: c.fixture });
   }
   leftoverTest(mode);
