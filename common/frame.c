@@ -25,6 +25,7 @@ bool frame_type_valid(int type) {
   case FRAME_RUN_STDOUT:
   case FRAME_RUN_STDERR:
   case FRAME_RUN_DONE:
+  case FRAME_PROCESSES:
     return true;
   default:
     return false;

@@ -31,6 +31,10 @@
  *   d  run done    executor -> supervisor                the byte N, then the JSON result
  * Runs and the call of R frames run beside each other in one sandbox; the
  * executor tells their processes apart (executor/mcp_executor/cgroups.py).
+ *   P  processes   supervisor -> executor                empty: the sandbox's host tasks near
+ *                                                        its backstop; stop the call or run
+ *                                                        whose processes are the most (its
+ *                                                        D or d says processes_exceeded)
  */
 #ifndef MCP_FRAME_H
 #define MCP_FRAME_H
@@ -60,6 +64,7 @@ enum frame_type {
   FRAME_RUN_STDOUT = 'o',
   FRAME_RUN_STDERR = 'e',
   FRAME_RUN_DONE = 'd',
+  FRAME_PROCESSES = 'P',
 };
 
 struct frame_reader {

@@ -46,6 +46,13 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
     snprintf(line, sizeof(line), "%sThe code used up its CPU time limit of %d s.", b->len ? " " : "", cfg->cpu_limit);
     buf_append(b, line, strlen(line));
   }
+  if (res->processes_exceeded) {
+    snprintf(line, sizeof(line),
+             "%sThe call was stopped: its processes (a fork bomb?) made the sandbox hold too many host tasks. The "
+             "sandbox restarts for the next call; files in /work are kept.",
+             b->len ? " " : "");
+    buf_append(b, line, strlen(line));
+  }
   if (res->install_error) {
     snprintf(line, sizeof(line), "%sThe packages could not be installed (see stderr); the code did not run.",
              b->len ? " " : "");
@@ -100,7 +107,7 @@ cJSON *run_started_result(const struct mcp_config *cfg, const struct call_result
   cJSON_AddNumberToObject(sc, "exit_code", 0);
   cJSON_AddBoolToObject(sc, "timed_out", 0);
   cJSON_AddNumberToObject(sc, "duration_ms", (double)res->duration_ms);
-  static const char *const flags[] = {"truncated",      "memory_exceeded",   "cpu_exceeded",
+  static const char *const flags[] = {"truncated",      "memory_exceeded",   "cpu_exceeded",  "processes_exceeded",
                                       "workspace_full", "sandbox_restarted", "egress_limited"};
   for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
     cJSON_AddBoolToObject(sc, flags[i], 0);
@@ -136,6 +143,7 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
   cJSON_AddBoolToObject(sc, "truncated", res->truncated);
   cJSON_AddBoolToObject(sc, "memory_exceeded", res->memory_exceeded || res->memory_error);
   cJSON_AddBoolToObject(sc, "cpu_exceeded", res->cpu_exceeded);
+  cJSON_AddBoolToObject(sc, "processes_exceeded", res->processes_exceeded);
   cJSON_AddBoolToObject(sc, "workspace_full", res->workspace_full);
   cJSON_AddBoolToObject(sc, "sandbox_restarted", res->sandbox_lost);
   cJSON_AddBoolToObject(sc, "egress_limited", res->egress_limited);
@@ -162,7 +170,9 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
     add_text(content, shown.data);
   }
   cJSON_AddItemToObject(r, "structuredContent", sc);
-  cJSON_AddBoolToObject(r, "isError", res->exit_code != 0 || res->timed_out || res->cancelled || res->sandbox_lost);
+  cJSON_AddBoolToObject(r, "isError",
+                        res->exit_code != 0 || res->timed_out || res->cancelled || res->sandbox_lost ||
+                            res->processes_exceeded);
   return r;
 }
 

@@ -123,6 +123,7 @@ static void add_result(cJSON *sc, const cJSON *done) {
   cJSON_AddBoolToObject(sc, "truncated", res.truncated);
   cJSON_AddBoolToObject(sc, "memory_exceeded", res.memory_exceeded || res.memory_error);
   cJSON_AddBoolToObject(sc, "cpu_exceeded", res.cpu_exceeded);
+  cJSON_AddBoolToObject(sc, "processes_exceeded", res.processes_exceeded);
   cJSON_AddBoolToObject(sc, "workspace_full", res.workspace_full);
   cJSON_AddBoolToObject(sc, "sandbox_restarted", res.sandbox_lost);
   cJSON_AddBoolToObject(sc, "egress_limited", res.egress_limited);
@@ -140,6 +141,7 @@ static void add_result(cJSON *sc, const cJSON *done) {
 static bool run_failed(const cJSON *sc, enum run_status status) {
   const cJSON *code = cJSON_GetObjectItemCaseSensitive(sc, "exit_code");
   return status == RUN_LOST || status == RUN_CANCELLED || status == RUN_TIMED_OUT ||
+         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sc, "processes_exceeded")) ||
          (cJSON_IsNumber(code) && code->valuedouble != 0);
 }
 
@@ -220,6 +222,9 @@ static int run_result(struct rpc_call *c, struct run *r, enum run_status status,
   if (status == RUN_LOST)
     add_text(content, "The run was lost: its sandbox stopped under it (the service restarted, or the sandbox was "
                       "killed); what it wrote until then is kept.");
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sc, "processes_exceeded")))
+    add_text(content, "The run was stopped: its processes (a fork bomb?) made the sandbox hold too many host tasks. "
+                      "The sandbox restarts; files in /work are kept.");
   if (status != RUN_RUNNING && done != NULL)
     run_tools_add_files(c, r);
   cleanup_free char *text = cJSON_PrintUnformatted(sc);

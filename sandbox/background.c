@@ -161,12 +161,40 @@ void bg_run_start(struct bg_runs *rs, const char *session_id, const char *token,
   snprintf(answer, size, "{\"run\":\"%s.%s\",\"status\":\"running\"}", session_id, r->name);
 }
 
-void bg_runs_send(struct bg_runs *rs, int exec_in) {
+unsigned bg_lang_bit_of(const char *language) { return strcmp(language, "javascript") == 0 ? 2 : 1; }
+
+unsigned bg_lang_bit(const cJSON *req) {
+  const cJSON *lang = cJSON_GetObjectItemCaseSensitive(req, "language");
+  return bg_lang_bit_of(cJSON_IsString(lang) ? lang->valuestring : "python");
+}
+
+bool bg_mark_interpreter_lost(cJSON *req, unsigned *lost) {
+  unsigned bit = bg_lang_bit(req);
+  if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "persistent")) || (*lost & bit) == 0)
+    return false;
+  *lost &= ~bit;
+  cJSON_DeleteItemFromObjectCaseSensitive(req, "interpreter_lost");
+  cJSON_AddBoolToObject(req, "interpreter_lost", 1);
+  return true;
+}
+
+void buf_replace_json(struct buf *b, const cJSON *o) {
+  cleanup_free char *text = cJSON_PrintUnformatted(o);
+  struct buf nb = {0};
+  if (text == NULL || buf_append(&nb, text, strlen(text)) < 0)
+    return;
+  buf_free(b);
+  *b = nb;
+}
+
+void bg_runs_send(struct bg_runs *rs, int exec_in, unsigned *interpreters_lost) {
   for (int i = 0; i < RUNS_MAX; i++) {
     struct bg_run *r = &rs->r[i];
     if (!r->active || r->sent || exec_in < 0)
       continue;
     cleanup_cjson cJSON *req = cJSON_ParseWithLength(r->request.data, r->request.len);
+    if (req != NULL && bg_mark_interpreter_lost(req, interpreters_lost))
+      buf_replace_json(&r->request, req);
     const cJSON *to = cJSON_GetObjectItemCaseSensitive(req, "timeout_ms");
     const cJSON *grace = cJSON_GetObjectItemCaseSensitive(req, "interrupt_grace_ms");
     r->deadline = now_ms() + (cJSON_IsNumber(to) ? (int64_t)to->valuedouble : 3600000) +

@@ -72,8 +72,9 @@ void bg_runs_init(struct bg_runs *rs, const struct mcp_config *cfg, int session_
  * The run waits for bg_runs_send() if the sandbox is not ready. */
 void bg_run_start(struct bg_runs *rs, const char *session_id, const char *token, const char *req, size_t len,
                   int *answer_type, char *answer, size_t size);
-/* Send the G frames of the runs that wait for the executor. */
-void bg_runs_send(struct bg_runs *rs, int exec_in);
+/* Send the G frames of the runs that wait for the executor (a persistent
+ * one of a language in *interpreters_lost: see bg_mark_interpreter_lost). */
+void bg_runs_send(struct bg_runs *rs, int exec_in, unsigned *interpreters_lost);
 /* An o, e or d frame of the executor. */
 void bg_runs_on_frame(struct bg_runs *rs, const struct frame *f);
 /* cancel_run: end the run named (its folder name) within a second. */
@@ -86,5 +87,17 @@ void bg_runs_lost(struct bg_runs *rs, bool memory_exceeded);
 int64_t bg_runs_deadline(const struct bg_runs *rs);
 bool bg_runs_overran(const struct bg_runs *rs, int64_t now);
 int bg_runs_active(const struct bg_runs *rs);
+
+/* The persistent interpreters, by language: 1 Python, 2 JavaScript (the
+ * bit of a request's "language", or of a language's name). */
+unsigned bg_lang_bit(const cJSON *req);
+unsigned bg_lang_bit_of(const char *language);
+/* A persistent request whose language's interpreter died with an earlier
+ * sandbox (its bit in *lost): the request gets "interpreter_lost": true, so
+ * that its result says the state was lost, and the bit goes.  True when
+ * req changed. */
+bool bg_mark_interpreter_lost(cJSON *req, unsigned *lost);
+/* *b becomes the text of o (unchanged when memory runs out). */
+void buf_replace_json(struct buf *b, const cJSON *o);
 
 #endif

@@ -196,3 +196,20 @@ int sandbox_ctx_init(struct sandbox_ctx *ctx, const struct mcp_config *cfg, cons
     return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "session folder path");
   return 0;
 }
+
+pid_t runsc_sandbox_pid(const struct mcp_config *cfg, const char *container_id) {
+  char path[PATH_MAX];
+  int n = snprintf(path, sizeof(path), "%s/runsc/%s_sandbox:%s.state", cfg->state_dir, container_id, container_id);
+  if (n < 0 || (size_t)n >= sizeof(path))
+    return -1;
+  cleanup_free char *text = NULL;
+  size_t len = 0;
+  mcp_error_t err = NULL;
+  if (read_file_at(AT_FDCWD, path, 1 << 20, &text, &len, &err) < 0) {
+    mcp_error_release(&err);
+    return -1;
+  }
+  cleanup_cjson cJSON *st = cJSON_ParseWithLength(text, len);
+  const cJSON *pid = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "sandbox"), "pid");
+  return cJSON_IsNumber(pid) && pid->valuedouble > 1 && pid->valuedouble < (1 << 30) ? (pid_t)pid->valuedouble : -1;
+}

@@ -76,11 +76,15 @@ class Call:
         self.status = None  # the child's wait status
         self.rusage = None
         self.reported = None  # (cpu_ms, max_rss_kb) from the child's done line
-        self.timed_out = self.cancelled = False
+        self.timed_out = self.cancelled = self.processes_exceeded = False
         self.killed_at = None
 
     def fds(self):
         return list(self.open_fds) + ([self.st_r] if self.status is None else [])
+
+    def spared(self):
+        """The processes of its cgroup that its end spares."""
+        return self.keep
 
     def over(self):
         """The call is over: nothing it started may outlive it."""
@@ -90,7 +94,13 @@ class Call:
     def cancel(self):
         if self.status is None and not self.cancelled:
             self.cancelled = True
-            end_processes(self.st, self, pgid=self.pid, keep=self.keep)
+            end_processes(self.st, self, pgid=self.pid, keep=self.keep, stop=True)
+
+    def cut(self):
+        """The host-task guard stops it (its processes are the bomb)."""
+        if self.status is None and not self.processes_exceeded:
+            self.processes_exceeded = True
+            end_processes(self.st, self, pgid=self.pid, keep=self.keep, stop=True)
 
     def check_end(self):
         """Whether the child said it is done, or has exited."""
@@ -121,7 +131,7 @@ class Call:
             return True
         if self.status is None and now >= self.deadline and not self.timed_out:
             self.timed_out = True
-            end_processes(self.st, self, pgid=self.pid, keep=self.keep)
+            end_processes(self.st, self, pgid=self.pid, keep=self.keep, stop=True)
         return False
 
     def on_ready(self, fd):
@@ -162,6 +172,7 @@ def result(args, req, watch, said, t0, limit):
         "duration_ms": int((time.monotonic() - t0) * 1000),
         "timed_out": watch.timed_out,
         "cancelled": watch.cancelled,
+        "processes_exceeded": watch.processes_exceeded,
         "memory_error": v8_out_of_memory or said.memory_error,
         "stdout_bytes": watch.stdout.total,
         "stderr_bytes": watch.stderr.total,
@@ -187,8 +198,9 @@ def exit_fields(req, watch):
     # RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one.
     cpu_limit = int(req.get("cpu_seconds") or 0)
     used = (watch.rusage.ru_utime + watch.rusage.ru_stime) if watch.rusage is not None else 0
-    cpu_exceeded = sig == signal.SIGXCPU or (sig == signal.SIGKILL and not watch.timed_out and not watch.cancelled
-                                             and cpu_limit > 0 and used >= cpu_limit - 0.1)
+    stopped = watch.timed_out or watch.cancelled or watch.processes_exceeded
+    cpu_exceeded = sig == signal.SIGXCPU or (sig == signal.SIGKILL and not stopped and cpu_limit > 0
+                                             and used >= cpu_limit - 0.1)
     return {"exit_code": 128 + sig, "signal": sig, "cpu_exceeded": cpu_exceeded}
 
 

@@ -32,6 +32,14 @@ TREE = ROOT + "/cpu"
 SWEEP_SECONDS = 1.0  # one kill pass gives up after this long (the next pass goes on)
 
 
+def signal_all(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
 class Tree:
     """The cgroups of one executor: TREE/<name> per activity."""
 
@@ -85,22 +93,29 @@ class Tree:
         except (OSError, ValueError):
             return []
 
-    def sweep(self, name, keep=(), reap=None):
-        """SIGKILL every process of `name` but those in keep, again and again
+    def sweep(self, name, keep=(), reap=None, seconds=SWEEP_SECONDS, wait=True):
+        """End every process of `name` but those in keep, pass after pass,
         until none is left (a process may fork while the list is read) or
-        SWEEP_SECONDS have passed; reap() between passes.  True when none
-        is left."""
-        deadline = time.monotonic() + SWEEP_SECONDS
+        `seconds` have passed; reap() between passes.  True when none is
+        left.  Each pass stops (SIGSTOP) the processes it has not seen yet,
+        and kills (SIGKILL) them all only once a pass finds no new one: a
+        stopped process keeps its place under RLIMIT_NPROC, so a fork bomb
+        held at its limit cannot refill itself while the kills go one by
+        one (killed one by one, 128 bomb processes forked ~900 more under
+        gVisor before the last one died).  wait=False: return once every
+        process has been sent SIGKILL, without waiting for gVisor to tear
+        them down (128 of them take about a second)."""
+        deadline = time.monotonic() + seconds
+        stopped = set()
         while True:
             left = [p for p in self.members(name) if p not in keep]
             if not left:
                 return True
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            if time.monotonic() > deadline:
+            new = [p for p in left if p not in stopped]
+            signal_all(new or left, signal.SIGSTOP if new else signal.SIGKILL)
+            stopped.update(new)
+            if time.monotonic() > deadline or (not new and not wait):
+                signal_all(left, signal.SIGKILL)
                 return False
-            if reap is not None:
+            if reap is not None and not new:
                 reap()

@@ -18,9 +18,9 @@ import time
 from .call import Call, send_done
 from .limits import set_dumpable
 from .persistent import Interpreter, Cell
-from .processes import clear_scratch, reap
-from .protocol import (ACCEPTED, CANCEL, DONE, READY, REQUEST, RUN_CANCEL, RUN_DONE, RUN_START, FrameReader,
-                       write_frame)
+from .processes import clear_scratch, reap, sweep
+from .protocol import (ACCEPTED, CANCEL, DONE, PROCESSES, READY, REQUEST, RUN_CANCEL, RUN_DONE, RUN_START,
+                       FrameReader, write_frame)
 from .spare import prepare_spare
 from .state import Args, State
 
@@ -87,6 +87,20 @@ class Loop:
                 self.start(payload, "run")
             elif kind == RUN_CANCEL and payload and payload[0] in self.st.runs:
                 self.st.runs[payload[0]].cancel()
+            elif kind == PROCESSES:
+                self.cut()
+
+    def cut(self):
+        """The supervisor's host-task guard (sandbox/supervisor.c): the
+        sandbox's host tasks near their backstop, which a fork bomb's
+        failed forks keep growing.  The call or run with the most
+        processes is stopped (its result says processes_exceeded)."""
+        acts = [act for _, act in self.activities() if not act.finished]
+        if not acts:
+            return
+        if self.st.cgroups.ok:
+            acts.sort(key=lambda act: len(self.st.cgroups.members(act.cgroup)), reverse=True)
+        acts[0].cut()
 
     def refuse(self, tag, why):
         res = {"exit_code": 126, "refused": why, "duration_ms": 0}
@@ -135,18 +149,20 @@ class Loop:
         """A fresh call, or a cell of the language's interpreter."""
         lang = "javascript" if req.get("language") == "javascript" else "python"
         interp = self.interpreter(lang)
-        if req.get("reset") and interp is not None:
-            if interp.busy is not None:
+        if req.get("reset"):
+            if interp is not None and interp.busy is not None:
                 raise Refused("interpreter-busy")
-            interp.kill()
-            del self.st.interpreters[lang]
-            interp = None
-            self.lost.discard(lang)
+            if interp is not None:
+                interp.kill()
+                del self.st.interpreters[lang]
+                interp = None
+            self.lost.discard(lang)  # its end was asked for: no state is lost
         if not req.get("persistent"):
             return Call(self.st, req, payload, tag)
         if interp is not None and interp.busy is not None:
             raise Refused("interpreter-busy")
-        lost = lang in self.lost
+        # interpreter_lost: the supervisor knows it died with an earlier sandbox.
+        lost = lang in self.lost or (bool(req.get("interpreter_lost")) and not req.get("reset"))
         self.lost.discard(lang)
         if interp is None:
             interp = self.st.interpreters[lang] = Interpreter(self.st, req)
@@ -220,13 +236,19 @@ class Loop:
         for lang, interp in list(st.interpreters.items()):
             if not interp.alive and interp.busy is None:
                 del st.interpreters[lang]  # its loss is in this result
-        res["interpreters"] = sum(1 for i in st.interpreters.values() if i.alive)
+        # The languages whose interpreter lives on: the supervisor tells the
+        # next persistent call of a language whose interpreter died with
+        # the sandbox that its state is lost (interpreter_lost).
+        res["interpreters"] = sorted(lang for lang, i in st.interpreters.items() if i.alive)
         if tag is None:
             st.relay.end_call()
             st.foreground = None
         else:
             del st.runs[tag]
         send_done(tag, res)
+        # What it started is killed; once it has answered, make sure none of
+        # it is left (a fork bomb outruns one kill), before the next spare.
+        sweep(st, act)
         if tag is None:
             self.between_calls(said)
 

@@ -166,7 +166,7 @@ class Cell:
         self.limit = int(req.get("output_limit") or (1 << 20))
         self.finished = False
         self.state_lost = state_lost  # the interpreter before this one died between calls
-        self.timed_out = self.cancelled = self.cpu_exceeded = False
+        self.timed_out = self.cancelled = self.cpu_exceeded = self.processes_exceeded = False
         self.interrupted_at = None
         self.said = status.Status()
         self.st_buf = bytearray()
@@ -182,6 +182,10 @@ class Cell:
             self.prep = Call(st, prep, json.dumps(prep).encode(), tag, cgroup=interp.cgroup, keep=(interp.pid,))
         else:
             self.start_cell()
+
+    def spared(self):
+        """The processes of its cgroup that its end spares: the interpreter."""
+        return (self.interp.pid,) if self.interp.alive else ()
 
     def start_cell(self):
         self.interp.cells += 1
@@ -225,13 +229,26 @@ class Cell:
             self.cancelled = True
             self.interrupt()
 
+    def cut(self):
+        """The host-task guard stops it: its processes are the bomb."""
+        if self.prep is not None:
+            self.prep.cut()
+        elif not self.done() and not self.processes_exceeded:
+            self.processes_exceeded = True
+            self.interrupt()
+
     def interrupt(self):
+        """The cell is stopped (its wall clock, a cancel, the guard): the
+        interpreter is interrupted, and what the cell started is killed
+        now, not when the interpreter comes back (a fork bomb must not
+        refill itself during the grace)."""
         if self.interrupted_at is None:
             self.interrupted_at = time.monotonic()
             try:
                 os.kill(self.interp.pid, signal.SIGINT)
             except OSError:
                 pass
+            end_processes(self.st, self, keep=(self.interp.pid,), stop=True)
 
     def lose(self, wstatus=None):
         """The interpreter is killed (or is gone) during the cell."""
@@ -246,7 +263,7 @@ class Cell:
         res, said = self.prep.finish()
         self.prep = None
         failed = said.install_failed or said.input_failed or said.packages_missing or res.get("exit_code")
-        if failed or res.get("timed_out") or res.get("cancelled"):
+        if failed or res.get("timed_out") or res.get("cancelled") or res.get("processes_exceeded"):
             self.prep_res = res
             return True
         self.prep_res = {k: v for k, v in res.items() if k in ("stdout_bytes", "stderr_bytes")}
@@ -278,7 +295,7 @@ class Cell:
                 self.state_lost = True
                 self.interp.kill()
             return True
-        if now >= self.deadline and not self.timed_out and not self.cancelled:
+        if now >= self.deadline and self.interrupted_at is None:
             self.timed_out = True
             self.interrupt()
         if self.interrupted_at is not None and now >= self.interrupted_at + self.grace:
@@ -307,6 +324,7 @@ class Cell:
             "duration_ms": int((time.monotonic() - self.t0) * 1000),
             "timed_out": self.timed_out,
             "cancelled": self.cancelled,
+            "processes_exceeded": self.processes_exceeded,
             "memory_error": self.said.memory_error or self.v8_out_of_memory(),
             "cpu_exceeded": self.cpu_exceeded,
             "stdout_bytes": self.stdout.total + int(self.prep_res.get("stdout_bytes") or 0),

@@ -16,6 +16,7 @@ from .limits import set_dumpable
 SCRATCH = ("/tmp", "/dev/shm")
 CLEAR_SECONDS = 30  # at most this long emptying them after a call
 DEEP = 32  # a folder deeper than this is moved up and emptied on a later pass
+SWEEP_SECONDS = 3.0  # at most this long killing what a call left, after it
 
 
 def reap(st):
@@ -51,20 +52,24 @@ def alone(st, act):
     return all(other is act for other in st.live_activities())
 
 
-def end_processes(st, act, pgid=0, keep=()):
+def end_processes(st, act, pgid=0, keep=(), stop=False):
     """End every process of activity act (its cgroup act.cgroup) but those
-    in keep.  The call alone in the sandbox ends as it always did: one
-    kill(-1) (gVisor sends it to every process but PID 1 at once, under
-    the lock fork takes, so that a fork bomb cannot outrun it).  Beside
-    other activities, its process group first (one signal for a bomb that
-    forks within its group), then what is left of its cgroup, pass after
-    pass (daemons, double forks, processes of their own sessions)."""
+    in keep.  The call alone in the sandbox ends with kill(-1) (gVisor
+    sends it to every process but PID 1 at once, under the lock fork
+    takes); beside other activities, its process group first (one signal
+    for a bomb that forks within its group), then what is left of its
+    cgroup, pass after pass (daemons, double forks, processes of their own
+    sessions).  stop: the activity is being stopped (its wall clock, a
+    cancel, the host-task guard), so a fork bomb may run: everything is
+    stopped before it is killed (kill_round), and the cgroup's processes
+    are signalled without waiting for their end (sweep() waits, once the
+    activity has answered)."""
     pid1 = os.getpid() == 1 and not st.args.direct
     if pid1 and not keep and alone(st, act):
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
+        if stop:
+            kill_round()
+        else:
+            kill_others()
         return
     if pgid > 0 and pgid not in keep:
         try:
@@ -72,7 +77,55 @@ def end_processes(st, act, pgid=0, keep=()):
         except OSError:
             pass
     if pid1 and st.cgroups.ok:
-        st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st))
+        st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), wait=not stop)
+
+
+def kill_others(sig=signal.SIGKILL):
+    try:
+        os.kill(-1, sig)
+    except OSError:
+        pass
+
+
+def kill_round():
+    """kill(-1) as a fork bomb cannot outrun: everything but PID 1 is
+    stopped first (twice: a child forked during the first kill(-1) escapes
+    it), then killed.  A stopped process keeps its place under
+    RLIMIT_NPROC, so the bomb cannot refill itself as the others die."""
+    kill_others(signal.SIGSTOP)
+    kill_others(signal.SIGSTOP)
+    kill_others()
+
+
+def kill_all(st, seconds=SWEEP_SECONDS):
+    """kill_round and reap until no process but PID 1 is left, for at most
+    `seconds`.  One kill(-1) does not stop a fork bomb in this gVisor:
+    children forked while it runs escape it, and at RLIMIT_NPROC the bomb
+    refills itself as the others die; meanwhile every failed fork costs
+    the sentry host tasks (ptrace stubs) until the sandbox's pids backstop
+    kills it (sandbox/GVISOR.md)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        reap(st)
+        if not any(n.isdigit() and n != "1" for n in os.listdir("/proc")) or time.monotonic() > deadline:
+            return
+        kill_round()
+        time.sleep(0.002)
+
+
+def sweep(st, act):
+    """After an activity's answer: kill and reap what it left until none of
+    it is left (SWEEP_SECONDS at most).  Alone in the sandbox (no other
+    activity, no spare yet): kill_all; beside others: its cgroup until it
+    is empty, sparing what it keeps (a cell's persistent interpreter).  In
+    the usual case this waits for the activity's processes to be torn
+    down, after its answer has left."""
+    if os.getpid() != 1 or st.args.direct:
+        return
+    if alone(st, act) and not st.spares:
+        kill_all(st)
+    elif st.cgroups.ok:
+        st.cgroups.sweep(act.cgroup, act.spared(), reap=lambda: reap(st), seconds=SWEEP_SECONDS)
 
 
 def reap_leftovers(st, keep):

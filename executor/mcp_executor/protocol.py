@@ -2,7 +2,8 @@
 
 A frame is one type byte, a big-endian u32 length, the payload; the table
 of types is common/frame.h.  The executor reads R (request) and K (cancel)
-of the call in the foreground, G (start a run) and C (cancel a run), and
+of the call in the foreground, G (start a run), C (cancel a run) and P
+(the host-task guard: stop the activity whose processes are the most), and
 writes Y (ready), A (accepted), O (stdout), E (stderr) and D (done) of
 the foreground call, and o, e, d of the runs: their payload starts with
 one byte, the run's number (1-255), that the G frame's JSON named.
@@ -27,6 +28,7 @@ RUN_CANCEL = b"C"  # the byte N: end run N
 RUN_STDOUT = b"o"  # N, then bytes of run N's stdout
 RUN_STDERR = b"e"  # N, then bytes of its stderr
 RUN_DONE = b"d"  # N, then its result (JSON)
+PROCESSES = b"P"  # empty: the host-task guard; stop the activity with the most processes
 
 
 def write_frame(kind, payload, prefix=b""):

@@ -175,6 +175,10 @@ def run_cell(main, req):
         if isinstance(e, MemoryError):
             status.write(status.MEMORY_ERROR)
             ended = True
+            # The interpreter ends after this cell: its namespace (what
+            # filled the memory) goes first, so that the traceback has the
+            # memory to be printed.
+            main.__dict__.clear()
         print_exception(e)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

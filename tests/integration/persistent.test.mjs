@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TEST_TIMEOUT_MS, SLACK_MS, connectClient, connectClient2, closeClient } from './lib/common.mjs';
 import { STATE_DIR, show, checkResult } from './lib/hostile.mjs';
-import { otherToken } from './lib/host.mjs';
+import { otherToken, effectiveConfig, sessionProcesses, alive, sleep } from './lib/host.mjs';
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 const TOOL = { python: 'execute_python', javascript: 'execute_javascript' };
@@ -164,6 +164,31 @@ test('processes a cell starts end with it; their Popen objects learn how, zombie
     assert.equal(lines.length, 3, `the child ran the rest of the cell, then ended (no second cell loop): ${show(a.sc)}`);
     const b = await run(c, 'python', 'import os\nzombies = [l for pid in os.listdir("/proc") if pid.isdigit() for l in open("/proc/%s/status" % pid) if l.startswith("State:") and "Z" in l]\n(p.poll(), len(zombies), sorted(int(x) for x in os.listdir("/proc") if x.isdigit()) == sorted([1, os.getpid()]))');
     assert.equal(b.sc.value, '(-9, 0, True)', `Popen learnt SIGKILL, no zombie, only PID 1 and the interpreter: ${show(b.sc)}`);
+  });
+});
+
+// The sandbox dies between calls (here: killed from the host): the
+// interpreters die with it, and the supervisor remembers which languages
+// had one, so that the next persistent call of each says its state was lost
+// (once), whatever the new sandbox's executor knows.
+test('a sandbox killed under idle interpreters: the next persistent call of each language says state_lost, once', opts, async (t) => {
+  if (!STATE_DIR) return t.skip("needs MCP_STATE_DIR (root on the stack's host)");
+  await withSession('killed', async (c) => {
+    for (const lang of ['python', 'javascript']) await run(c, lang, COUNTER[lang][0]);
+    const { sandbox } = sessionProcesses(c.transport.sessionId, effectiveConfig());
+    assert.ok(sandbox, 'the session has a sandbox process');
+    process.kill(sandbox.pid, 'SIGKILL');
+    for (const t0 = Date.now(); alive(sandbox.pid) && Date.now() - t0 < 10000;) await sleep(100);
+    const fresh = await c.client.callTool({ name: 'execute_python', arguments: { code: 'print("fresh")' } });
+    assert.equal(fresh.structuredContent.stdout, 'fresh\n', `a fresh call runs in the new sandbox: ${show(fresh)}`);
+    for (const [lang, probe, gone] of [['python', '"x" in globals()', 'False'], ['javascript', 'typeof x', "'undefined'"]]) {
+      const after = await run(c, lang, probe);
+      assert.equal(after.sc.value, gone, `${lang}: a new interpreter: ${show(after.sc)}`);
+      assert.equal(after.sc.state_lost, true, `${lang}: the loss is reported: ${show(after.sc)}`);
+      assert.ok(after.r.content.some((b) => b.type === 'text' && /state .* is lost/.test(b.text)), show(after.r.content));
+      const again = await run(c, lang, COUNTER[lang][0]);
+      assert.equal(again.sc.state_lost, false, `${lang}: once: ${show(again.sc)}`);
+    }
   });
 });
 

@@ -190,6 +190,86 @@ test('runs_per_session: one more active run than allowed is refused with a sente
   }
 });
 
+test('runs_per_token: the runs of a token across its sessions are bounded; the next is refused with a sentence', opts, async () => {
+  const cfg = STATE_DIR ? effectiveConfig() : null;
+  const perToken = Number(cfg?.runs_per_token ?? process.env.MCP_TEST_RUNS_PER_TOKEN ?? 8);
+  const perSession = Number(cfg?.runs_per_session ?? process.env.MCP_TEST_RUNS_PER_SESSION ?? 2);
+  const sessions = [];
+  const runs = [];
+  try {
+    // Enough sessions for perToken runs, and one more with room for a run.
+    for (let i = 0; i <= Math.ceil(perToken / perSession); i++) sessions.push(await connectClient(`runs-token-${i}`));
+    for (let i = 0; i < perToken; i++) {
+      const c = sessions[Math.floor(i / perSession)];
+      runs.push([c, await start(c, 'import time\ntime.sleep(60)')]);
+    }
+    const spare = sessions[sessions.length - 1];
+    const over = await tool(spare, 'execute_python', { code: 'print("never")', background: true });
+    assert.equal(over.isError, true, show(over));
+    assert.match(over.content[0].text, new RegExp(`This token already has its maximum of ${perToken} background runs active`), show(over));
+    // A call that is not a run is not held back by them.
+    const fresh = await tool(spare, 'execute_python', { code: 'print("fresh")' });
+    assert.equal(fresh.structuredContent.stdout, 'fresh\n', show(fresh));
+    // An ended run gives its place back to the token.
+    const [c0, r0] = runs.shift();
+    await tool(c0, 'cancel_run', { run: r0 });
+    const ok = await start(spare, 'print("in its place")');
+    const { last } = await follow(spare, ok, 30000);
+    assert.equal(last.sc.stdout, 'in its place\n', show(last.sc));
+  } finally {
+    for (const [c, r] of runs) await tool(c, 'cancel_run', { run: r }).catch(() => {});
+    for (const c of sessions) await closeClient(c);
+  }
+});
+
+// A fork bomb in a run: RLIMIT_NPROC holds it, and its failed forks keep
+// growing gVisor's host tasks (sandbox/GVISOR.md) until the supervisor's
+// host-task guard stops it, as it stops a call: the run ends `finished`
+// with processes_exceeded (a limit, as cpu_exceeded), and its sandbox is
+// replaced (the lingering host tasks go): the interpreter beside it loses
+// its state and the next persistent call says so; the workspace stays.
+test('a fork bomb in a run is stopped by the host-task guard: finished, processes_exceeded; the sandbox is replaced, the interpreter beside it says state_lost', { timeout: (BACKGROUND_MAX + 90) * 1000 }, async (t) => {
+  const c = await connectClient('runs-bomb');
+  try {
+    const kept = await tool(c, 'execute_python', { code: 'open("kept.txt", "w").write("kept")\nx = 41\nx + 1', persistent: true });
+    assert.equal(kept.structuredContent.value, '42', show(kept));
+    const bomb = String.raw`import subprocess, sys
+bomb = """
+import os
+told = False
+while True:
+    try:
+        os.fork()
+    except OSError as e:
+        if not told:
+            told = True
+            try:
+                os.close(os.open("/work/eagain", os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+                os.write(1, ("fork failed errno %d\\n" % e.errno).encode())
+            except OSError:
+                pass
+"""
+sys.stdout.flush()
+subprocess.run([sys.executable, "-S", "-c", bomb])
+`;
+    const run = await start(c, bomb, { timeout_seconds: BACKGROUND_MAX });
+    const { out, last } = await follow(c, run, (BACKGROUND_MAX + 60) * 1000);
+    t.diagnostic(show(last.sc).slice(0, 500));
+    assert.match(out, /^fork failed errno 11$/m, `the bomb met RLIMIT_NPROC: ${show(last.sc)}`);
+    assert.equal(last.sc.processes_exceeded, true, `the host-task guard stopped it (not its wall clock of ${BACKGROUND_MAX} s): ${show(last.sc)}`);
+    assert.equal(last.sc.status, 'finished', show(last.sc));
+    assert.equal(last.sc.sandbox_restarted, false, 'the guard, not the pids backstop');
+    assert.equal(last.r.isError, true);
+    assert.ok(last.r.content.some((b) => b.type === 'text' && /too many host tasks/.test(b.text)), show(last.r));
+    const after = await tool(c, 'execute_python', { code: 'import os\nprint(open("kept.txt").read(), sorted(int(p) for p in os.listdir("/proc") if p.isdigit()) == [1, os.getpid()])\n"x" in globals()', persistent: true });
+    assert.equal(after.structuredContent.stdout, 'kept True\n', `a new sandbox, the same workspace: ${show(after)}`);
+    assert.equal(after.structuredContent.value, 'False', show(after));
+    assert.equal(after.structuredContent.state_lost, true, `the next persistent call says its state was lost: ${show(after)}`);
+  } finally {
+    await closeClient(c);
+  }
+});
+
 test('a run survives a kill of every responder: its output goes on and its result is read by a new responder', opts, async (t) => {
   if (!STATE_DIR) return t.skip('needs MCP_STATE_DIR (root on the stack\'s host)');
   const c = await connectClient('runs-responders');
