@@ -500,6 +500,22 @@ static void token_tests(void) {
   response_free(&r);
 }
 
+/* With a cell's name, the taskId starts with it, as the handle does: a
+ * router sends the extension's requests where the sandbox lives. */
+static void cell_tests(void) {
+  snprintf(h.cfg.cell, sizeof(h.cfg.cell), "cell-7");
+  struct response r;
+  call(TEST_TOKEN, CAPS_TASKS, "{\"code\":\"print('in the cell')\",\"background\":true}", &r);
+  char id[RUN_ID_MAX + 8];
+  snprintf(id, sizeof(id), "%s", jstr(r.json, "result.taskId") ?: "");
+  ok(matches(id, "^cell-7\\.[0-9a-f]{32}\\.r[0-9a-f]{16}$"), "with a cell: the taskId starts with its name (%s)", id);
+  response_free(&r);
+  h.cfg.cell[0] = '\0';
+  wait_task(id, 20000, &r);
+  is_str(jstr(r.json, "result.result.structuredContent.stdout"), "in the cell\n", "and it is served by that id");
+  response_free(&r);
+}
+
 int main(void) {
   plan_tests();
   harness_setup(&h);
@@ -514,6 +530,7 @@ int main(void) {
   error_tests();
   lost_tests(id);
   token_tests();
+  cell_tests();
   harness_teardown(&h);
   return done_testing();
 }
