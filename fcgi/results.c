@@ -4,6 +4,7 @@
 
 #include "fcgi/tools.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,67 +31,46 @@ cJSON *tool_error_result(const char *sentence) {
   return r;
 }
 
+/* A sentence after those already in b. */
+__attribute__((format(printf, 2, 3))) static void note(struct buf *b, const char *fmt, ...) {
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (b->len > 0)
+    buf_append(b, " ", 1);
+  buf_append(b, line, strlen(line));
+}
+
 /* One sentence per limit the call hit, for the reader of the text content. */
 static void limit_notes(const struct mcp_config *cfg, const struct call_result *res, struct buf *b) {
-  char line[256];
-  if (res->timed_out) {
-    snprintf(line, sizeof(line), "The call was stopped at its wall-clock limit of %d s.", res->timeout_s);
-    buf_append(b, line, strlen(line));
-  }
-  if (res->memory_exceeded || res->memory_error) {
-    snprintf(line, sizeof(line), "%sThe code ran out of memory (limit %llu MiB per call).", b->len ? " " : "",
-             (unsigned long long)(cfg->memory_limit >> 20));
-    buf_append(b, line, strlen(line));
-  }
-  if (res->cpu_exceeded) {
-    snprintf(line, sizeof(line), "%sThe code used up its CPU time limit of %d s.", b->len ? " " : "", cfg->cpu_limit);
-    buf_append(b, line, strlen(line));
-  }
-  if (res->processes_exceeded) {
-    snprintf(line, sizeof(line),
-             "%sThe call was stopped: its processes (a fork bomb?) made the sandbox hold too many host tasks. The "
-             "sandbox restarts for the next call; files in /work are kept.",
-             b->len ? " " : "");
-    buf_append(b, line, strlen(line));
-  }
-  if (res->install_error) {
-    snprintf(line, sizeof(line), "%sThe packages could not be installed (see stderr); the code did not run.",
-             b->len ? " " : "");
-    buf_append(b, line, strlen(line));
-  }
-  if (res->input_error) {
-    snprintf(line, sizeof(line), "%sThe input files could not be written (see stderr); the code did not run.",
-             b->len ? " " : "");
-    buf_append(b, line, strlen(line));
-  }
-  if (res->workspace_full) {
-    snprintf(line, sizeof(line),
-             "%sThe workspace /work is full (quota %llu MiB per session); delete files to make room.",
-             b->len ? " " : "", (unsigned long long)(cfg->workspace_quota >> 20));
-    buf_append(b, line, strlen(line));
-  }
-  if (res->sandbox_lost) {
-    snprintf(line, sizeof(line), "%sThe sandbox was stopped and restarts for the next call; files in /work are kept.",
-             b->len ? " " : "");
-    buf_append(b, line, strlen(line));
-  }
-  if (res->egress_limited) {
-    snprintf(line, sizeof(line), "%sThe call hit its egress limit (%s); further connections were refused.",
-             b->len ? " " : "", res->egress_limit[0] ? res->egress_limit : "egress");
-    buf_append(b, line, strlen(line));
-  }
-  if (res->truncated) {
-    snprintf(line, sizeof(line), "%sOutput beyond %llu bytes per stream was dropped.", b->len ? " " : "",
-             (unsigned long long)cfg->output_limit);
-    buf_append(b, line, strlen(line));
-  }
-  if (res->state_lost) {
-    snprintf(line, sizeof(line),
-             "%sThe persistent interpreter was ended and its state (variables, imports) is lost; the next persistent "
-             "call starts a new one.",
-             b->len ? " " : "");
-    buf_append(b, line, strlen(line));
-  }
+  if (res->timed_out)
+    note(b, "The call was stopped at its wall-clock limit of %d s.", res->timeout_s);
+  if (res->memory_exceeded || res->memory_error)
+    note(b, "The code ran out of memory (limit %llu MiB per call).", (unsigned long long)(cfg->memory_limit >> 20));
+  if (res->cpu_exceeded)
+    note(b, "The code used up its CPU time limit of %d s.", cfg->cpu_limit);
+  if (res->processes_exceeded)
+    note(b, "The call was stopped: its processes (a fork bomb?) made the sandbox hold too many host tasks. The "
+            "sandbox restarts for the next call; files in /work are kept.");
+  if (res->install_error)
+    note(b, "The packages could not be installed (see stderr); the code did not run.");
+  if (res->input_error)
+    note(b, "The input files could not be written (see stderr); the code did not run.");
+  if (res->workspace_full)
+    note(b, "The workspace /work is full (quota %llu MiB per session); delete files to make room.",
+         (unsigned long long)(cfg->workspace_quota >> 20));
+  if (res->sandbox_lost)
+    note(b, "The sandbox was stopped and restarts for the next call; files in /work are kept.");
+  if (res->egress_limited)
+    note(b, "The call hit its egress limit (%s); further connections were refused.",
+         res->egress_limit[0] ? res->egress_limit : "egress");
+  if (res->truncated)
+    note(b, "Output beyond %llu bytes per stream was dropped.", (unsigned long long)cfg->output_limit);
+  if (res->state_lost)
+    note(b, "The persistent interpreter was ended and its state (variables, imports) is lost; the next persistent "
+            "call starts a new one.");
 }
 
 const char *refused_sentence(const char *why) {

@@ -244,34 +244,25 @@ static int answer(struct rpc_call *c, struct run *r, const uint64_t offsets[2], 
   return run_result(c, r, status, done, offsets);
 }
 
-int run_tools_get(struct rpc_call *c, const cJSON *args) {
+/* get_run (get) or cancel_run: the run named, for this caller, answered
+ * once it ended or at the wait's end. */
+static int run_tool(struct rpc_call *c, const cJSON *args, bool get) {
   struct run_args a;
   mcp_error_t err = NULL;
-  if (parse_args(c->ctx->cfg, args, true, &a, &err) < 0) {
+  if (parse_args(c->ctx->cfg, args, get, &a, &err) < 0) {
     invalid(c, &err);
     return 0;
   }
   struct run r;
   if (open_run(c, a.run, &r) < 0)
     return 0;
-  int ret = answer(c, &r, a.offsets, now_ms() + (int64_t)a.wait_s * 1000);
+  if (!get && run_cancel(c->ctx->cfg, &r, &err) < 0)
+    mcp_error_log_release(&err, "cancel_run"); /* no supervisor: the run is lost, and says so */
+  int ret = answer(c, &r, a.offsets, now_ms() + (get ? (int64_t)a.wait_s * 1000 : CANCEL_WAIT_MS));
   run_close(&r);
   return ret;
 }
 
-int run_tools_cancel(struct rpc_call *c, const cJSON *args) {
-  struct run_args a;
-  mcp_error_t err = NULL;
-  if (parse_args(c->ctx->cfg, args, false, &a, &err) < 0) {
-    invalid(c, &err);
-    return 0;
-  }
-  struct run r;
-  if (open_run(c, a.run, &r) < 0)
-    return 0;
-  if (run_cancel(c->ctx->cfg, &r, &err) < 0)
-    mcp_error_log_release(&err, "cancel_run"); /* no supervisor: the run is lost, and says so */
-  int ret = answer(c, &r, a.offsets, now_ms() + CANCEL_WAIT_MS);
-  run_close(&r);
-  return ret;
-}
+int run_tools_get(struct rpc_call *c, const cJSON *args) { return run_tool(c, args, true); }
+
+int run_tools_cancel(struct rpc_call *c, const cJSON *args) { return run_tool(c, args, false); }

@@ -168,7 +168,7 @@ int run_output(struct run *r, bool stderr_stream, uint64_t offset, size_t max, s
 }
 
 int run_cancel(const struct mcp_config *cfg, struct run *r, mcp_error_t *err) {
-  enum run_status status = RUN_LOST; /* set by run_status(); the analyzer cannot see that */
+  enum run_status status = RUN_LOST;
   if (run_status(r, &status, NULL, err) < 0)
     return -1;
   if (status != RUN_RUNNING)

@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libcgroup.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,11 +123,17 @@ int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64
   if (controller_path(cfg, "pids", container_id, dir, sizeof(dir), err) < 0)
     return -1;
   snprintf(file, sizeof(file), "%s/pids.current", dir);
-  cleanup_fclose FILE *f = fopen(file, "re");
-  if (f == NULL)
+  cleanup_close int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", file);
-  unsigned long long v;
-  if (fscanf(f, "%llu", &v) != 1)
+  char text[32];
+  ssize_t n = read_some(fd, text, sizeof(text) - 1);
+  if (n <= 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, n < 0 ? (int)-n : EPROTO, "read %s", file);
+  text[n] = '\0';
+  char *end = NULL;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (end == text)
     return mcp_fail(err, MCP_ERR_INTERNAL, EPROTO, "read %s", file);
   *count = v;
   return 0;

@@ -515,7 +515,10 @@ static void note_result(struct sup *s, const char *json, size_t len) {
   if (cJSON_IsArray(langs)) {
     s->interpreters = 0;
     const cJSON *l;
-    cJSON_ArrayForEach(l, langs) s->interpreters |= cJSON_IsString(l) ? bg_lang_bit_of(l->valuestring) : 0;
+    cJSON_ArrayForEach(l, langs) {
+      if (cJSON_IsString(l))
+        s->interpreters |= bg_lang_bit_of(l->valuestring);
+    }
   }
   if (s->tasks_cut && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "processes_exceeded")))
     s->tasks_cut_answered = true;

@@ -92,14 +92,16 @@ class Call:
         self.killed_at = time.monotonic()
 
     def cancel(self):
-        if self.status is None and not self.cancelled:
-            self.cancelled = True
-            end_processes(self.st, self, pgid=self.pid, keep=self.keep, stop=True)
+        self.stop("cancelled")
 
     def cut(self):
         """The host-task guard stops it (its processes are the bomb)."""
-        if self.status is None and not self.processes_exceeded:
-            self.processes_exceeded = True
+        self.stop("processes_exceeded")
+
+    def stop(self, why):
+        """Stopped from outside (why: the result's flag that says so)."""
+        if self.status is None and not getattr(self, why):
+            setattr(self, why, True)
             end_processes(self.st, self, pgid=self.pid, keep=self.keep, stop=True)
 
     def check_end(self):

@@ -31,7 +31,7 @@ from .call import Call, output_kinds, timeout_of, workspace_full
 from .limits import base_env
 from .node_call import start_node_interpreter
 from .processes import end_processes, exit_of
-from .protocol import Stream
+from .protocol import Stream, child_pipes
 
 GRACE_MS = 2000  # an interrupted cell has this long to come back (the request may say otherwise)
 VALUE_MAX = 65536  # bytes of a cell's value returned
@@ -54,10 +54,7 @@ class Interpreter:
         # The call's limits, the CPU time for the whole life.
         life = int(req.get("persistent_cpu_seconds") or 0) or int(req.get("cpu_seconds") or 0)
         limits = dict(req, cpu_seconds=life, env={})
-        req_r, self.req_w = os.pipe2(os.O_CLOEXEC)
-        self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        self.st_r, st_w = os.pipe2(os.O_CLOEXEC)
+        (req_r, out_w, err_w, st_w), (self.req_w, self.out_r, self.err_r, self.st_r) = child_pipes()
         self.pid = os.fork()
         if self.pid == 0:
             self.child(limits, req_r, out_w, err_w, st_w)  # does not return
@@ -223,18 +220,19 @@ class Cell:
         return max(0.0, min(until - now, 1.0))
 
     def cancel(self):
-        if self.prep is not None:
-            self.prep.cancel()
-        elif not self.done() and not self.cancelled:
-            self.cancelled = True
-            self.interrupt()
+        self.stop("cancelled", Call.cancel)
 
     def cut(self):
         """The host-task guard stops it: its processes are the bomb."""
+        self.stop("processes_exceeded", Call.cut)
+
+    def stop(self, why, prep_stop):
+        """Stopped from outside (why: the result's flag): the preparing
+        child, or the cell (interrupted)."""
         if self.prep is not None:
-            self.prep.cut()
-        elif not self.done() and not self.processes_exceeded:
-            self.processes_exceeded = True
+            prep_stop(self.prep)
+        elif not self.done() and not getattr(self, why):
+            setattr(self, why, True)
             self.interrupt()
 
     def interrupt(self):

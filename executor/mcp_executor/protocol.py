@@ -127,3 +127,15 @@ class Stream:
             part = data[:room]
             self.sent += len(part)
             write_frame(self.kind, part, self.prefix)
+
+
+def child_pipes():
+    """The pipes of a child that runs code (a spare, an interpreter): its
+    request, which it reads, and its stdout, stderr and status lines, which
+    it writes.  (the child's ends, the executor's ends), both in the order
+    request, stdout, stderr, status."""
+    req_r, req_w = os.pipe2(os.O_CLOEXEC)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    st_r, st_w = os.pipe2(os.O_CLOEXEC)
+    return (req_r, out_w, err_w, st_w), (req_w, out_r, err_r, st_r)

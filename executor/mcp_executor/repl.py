@@ -35,7 +35,7 @@ import weakref
 
 from . import status
 from .packages import add_user_site
-from .python_call import become_main
+from .python_call import become_main, exit_status
 
 HEADER = struct.Struct(">I")
 MAX_CELL = 256 << 20
@@ -200,18 +200,6 @@ def execute(main, source, name):
     if last is None:
         return None
     return eval(compile(last, name, "eval"), main.__dict__)
-
-
-def exit_status(e):
-    if e.code is None:
-        return 0
-    if isinstance(e.code, int):
-        return e.code & 0xFF
-    try:
-        print(e.code, file=sys.stderr)
-    except BaseException:
-        pass
-    return 1
 
 
 def print_exception(e):

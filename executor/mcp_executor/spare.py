@@ -14,7 +14,7 @@ from .child import run_child
 from .limits import base_env
 from .node_call import js_warm_key, js_warm_ok, start_node_spare
 from .processes import exit_of, reap_leftovers
-from .protocol import CHUNK
+from .protocol import CHUNK, child_pipes
 from .python_call import warm_up
 
 
@@ -29,10 +29,7 @@ class Spare:
         self.args = st.args
         self.st = st
         self.js_key = js_warm_key(js_template) if js_template is not None else None
-        req_r, self.req_w = os.pipe2(os.O_CLOEXEC)
-        self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        self.st_r, st_w = os.pipe2(os.O_CLOEXEC)
+        (req_r, out_w, err_w, st_w), (self.req_w, self.out_r, self.err_r, self.st_r) = child_pipes()
         self.pid = os.fork()
         if self.pid == 0:
             self.child(st, js_template, req_r, out_w, err_w, st_w)  # does not return

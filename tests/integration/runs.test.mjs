@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { TEST_TIMEOUT_MS, SLACK_MS, connectClient, connectClient2, closeClient } from './lib/common.mjs';
 import { STATE_DIR, show, checkResult } from './lib/hostile.mjs';
 import { otherToken, inventory, effectiveConfig } from './lib/host.mjs';
+import { PY_FORK_BOMB } from './lib/hostile-cases.mjs';
 
 const RUN_SECONDS = Number(process.env.MCP_TEST_RUN_SECONDS || 600);
 const BACKGROUND_MAX = Number(process.env.MCP_TEST_BACKGROUND_TIMEOUT_MAX || 3600);
@@ -233,29 +234,10 @@ test('a fork bomb in a run is stopped by the host-task guard: finished, processe
   try {
     const kept = await tool(c, 'execute_python', { code: 'open("kept.txt", "w").write("kept")\nx = 41\nx + 1', persistent: true });
     assert.equal(kept.structuredContent.value, '42', show(kept));
-    const bomb = String.raw`import subprocess, sys
-bomb = """
-import os
-told = False
-while True:
-    try:
-        os.fork()
-    except OSError as e:
-        if not told:
-            told = True
-            try:
-                os.close(os.open("/work/eagain", os.O_WRONLY | os.O_CREAT | os.O_EXCL))
-                os.write(1, ("fork failed errno %d\\n" % e.errno).encode())
-            except OSError:
-                pass
-"""
-sys.stdout.flush()
-subprocess.run([sys.executable, "-S", "-c", bomb])
-`;
-    const run = await start(c, bomb, { timeout_seconds: BACKGROUND_MAX });
+    const run = await start(c, PY_FORK_BOMB, { timeout_seconds: BACKGROUND_MAX });
     const { out, last } = await follow(c, run, (BACKGROUND_MAX + 60) * 1000);
     t.diagnostic(show(last.sc).slice(0, 500));
-    assert.match(out, /^fork failed errno 11$/m, `the bomb met RLIMIT_NPROC: ${show(last.sc)}`);
+    assert.match(out, /^fork failed errno 11 after /m, `the bomb met RLIMIT_NPROC: ${show(last.sc)}`);
     assert.equal(last.sc.processes_exceeded, true, `the host-task guard stopped it (not its wall clock of ${BACKGROUND_MAX} s): ${show(last.sc)}`);
     assert.equal(last.sc.status, 'finished', show(last.sc));
     assert.equal(last.sc.sandbox_restarted, false, 'the guard, not the pids backstop');

@@ -263,6 +263,33 @@ console.log(JSON.stringify({ a, b, pids, me: process.pid }));
 `;
 }
 
+/** The Python fork bomb (the table's first case; runs.test.mjs runs it as a
+ * background run): every process forks forever; the first one to get
+ * EAGAIN says so (once: an O_EXCL marker file elects it). The bomb runs in
+ * a bare interpreter that the call starts (as a bomb script would run): a
+ * fork of the call's own process, which holds the warm imports (numpy,
+ * pandas), costs gVisor's sentry several times more. */
+export const PY_FORK_BOMB = String.raw`import subprocess, sys
+bomb = """
+import os, time
+t0 = time.time()
+told = False
+while True:
+    try:
+        os.fork()
+    except OSError as e:
+        if not told:
+            told = True
+            try:
+                os.close(os.open("/work/eagain", os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+                os.write(1, ("fork failed errno %d after %.2f s\\n" % (e.errno, time.time() - t0)).encode())
+            except OSError:
+                pass
+"""
+sys.stdout.flush()
+subprocess.run([sys.executable, "-S", "-c", bomb])
+`;
+
 // ---- the table ---------------------------------------------------------------
 
 export const CASES = [
@@ -293,31 +320,7 @@ export const CASES = [
       // processes may take more than 10 s to reach.
       timeout_seconds: 20,
       eagain: /^fork failed errno 11 after /m,
-      // Every process forks forever; the first one to get EAGAIN says so
-      // (once: an O_EXCL marker file elects it). The bomb runs in a bare
-      // interpreter that the call starts (as a bomb script would run): a
-      // fork of the call's own process, which holds the warm imports (numpy,
-      // pandas), costs gVisor's sentry several times more.
-      code: String.raw`import subprocess, sys
-bomb = """
-import os, time
-t0 = time.time()
-told = False
-while True:
-    try:
-        os.fork()
-    except OSError as e:
-        if not told:
-            told = True
-            try:
-                os.close(os.open("/work/eagain", os.O_WRONLY | os.O_CREAT | os.O_EXCL))
-                os.write(1, ("fork failed errno %d after %.2f s\\n" % (e.errno, time.time() - t0)).encode())
-            except OSError:
-                pass
-"""
-sys.stdout.flush()
-subprocess.run([sys.executable, "-S", "-c", bomb])
-`,
+      code: PY_FORK_BOMB,
     },
     javascript: {
       name: 'fork bomb: child_process.spawn in a loop hits RLIMIT_NPROC (EAGAIN), the wall clock ends it, the sandbox survives',
