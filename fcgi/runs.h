@@ -15,9 +15,11 @@
  * malformed id, is MCP_ERR_NOT_FOUND alike.
  *
  * Status: running while the supervisor holds the run's lock; finished,
- * timed_out or cancelled (done.json says which); lost when the sandbox
- * died under it or when neither is there (its supervisor died with the
- * service).
+ * timed_out or cancelled (done.json says which; a run a limit stopped, its
+ * CPU time or the host-task guard, is finished with cpu_exceeded or
+ * processes_exceeded in done.json); lost when the sandbox died under it
+ * (or was replaced after the guard stopped another activity) or when
+ * neither is there (its supervisor died with the service).
  *
  * Errors follow common/error.h: -1 with err set; client sentences for
  * MCP_ERR_NOT_FOUND and MCP_ERR_INVALID. */

@@ -369,7 +369,7 @@ static void sandbox_end(struct sup *s, bool deadline, bool lost) {
              "\"duration_ms\":%lld,\"stdout_bytes\":%llu,\"stderr_bytes\":%llu%s}",
              deadline ? "true" : "false", ooms > 0 ? "true" : "false", (long long)(now_ms() - s->call_started),
              (unsigned long long)s->sent_out, (unsigned long long)s->sent_err,
-             state_lost ? ",\"state_lost\":true" : "");
+             state_lost ? ",\"persistent\":true,\"state_lost\":true" : "");
     if (s->call_active)
       send_call_result(s, json);
     bg_runs_lost(&s->runs, ooms > 0);

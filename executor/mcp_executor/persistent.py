@@ -120,9 +120,12 @@ class Interpreter:
         return self.alive
 
     def kill(self, reaped=False):
-        """End it and everything in its cgroup (reaped: it has ended)."""
+        """End it and everything in its cgroup (reaped: it has ended), without
+        waiting for gVisor to tear its processes down (sweep() does, once
+        the result is out): this may come at the end of a cell's grace,
+        with the supervisor's deadline near."""
         if self.alive:
-            end_processes(self.st, self, pgid=self.pid, keep=())
+            end_processes(self.st, self, pgid=self.pid, keep=(), stop=True)
             end = True if reaped else None
             deadline = time.monotonic() + 1.0
             while end is None and time.monotonic() < deadline:
