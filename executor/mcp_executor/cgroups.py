@@ -29,15 +29,20 @@ import time
 
 ROOT = "/sys/fs/cgroup"
 TREE = ROOT + "/cpu"
-SWEEP_SECONDS = 1.0  # one kill pass gives up after this long (the next pass goes on)
+SWEEP_SECONDS = 1.0  # one sweep gives up after this long (the next one goes on)
+STOP_SECONDS = 0.5  # ... one of an activity being stopped, whose result must not wait
 
 
-def signal_all(pids, sig):
+def signal_all(pids, sig, deadline=None):
+    """Signal each of pids; False when the deadline came first."""
     for pid in pids:
+        if deadline is not None and time.monotonic() > deadline:
+            return False
         try:
             os.kill(pid, sig)
         except OSError:
             pass
+    return True
 
 
 class Tree:
@@ -93,29 +98,33 @@ class Tree:
         except (OSError, ValueError):
             return []
 
-    def sweep(self, name, keep=(), reap=None, seconds=SWEEP_SECONDS, wait=True):
-        """End every process of `name` but those in keep, pass after pass,
-        until none is left (a process may fork while the list is read) or
-        `seconds` have passed; reap() between passes.  True when none is
-        left.  Each pass stops (SIGSTOP) the processes it has not seen yet,
-        and kills (SIGKILL) them all only once a pass finds no new one: a
-        stopped process keeps its place under RLIMIT_NPROC, so a fork bomb
-        held at its limit cannot refill itself while the kills go one by
-        one (killed one by one, 128 bomb processes forked ~900 more under
-        gVisor before the last one died).  wait=False: return once every
-        process has been sent SIGKILL, without waiting for gVisor to tear
-        them down (128 of them take about a second)."""
+    def sweep(self, name, keep=(), reap=None, seconds=SWEEP_SECONDS, wait=True, seen=None):
+        """SIGKILL every process of `name` but those in keep, pass after
+        pass, until none is left (a process may fork while the list is
+        read) or `seconds` have passed; reap() between passes.  True when
+        none is left.  Each pass signals only the processes it has not
+        signalled yet: while gVisor tears down many processes at once (a
+        fork bomb's 128 took 1-4 s at a load of 25), a kill() blocks, and
+        one for each dying process again cost seconds.  wait=False: return
+        once a pass has found no process it had not signalled, without
+        waiting for them to be torn down, and signal for `seconds` at most;
+        seen: the processes signalled already (kept across calls).  (Stopping them first, so that a
+        bomb at RLIMIT_NPROC cannot refill the places the kills free, made
+        the kills dearer still, and a session leader's group with stopped
+        members gets SIGHUP and SIGCONT when one of them exits.)"""
         deadline = time.monotonic() + seconds
-        stopped = set()
+        seen = set() if seen is None else seen
         while True:
             left = [p for p in self.members(name) if p not in keep]
             if not left:
                 return True
-            new = [p for p in left if p not in stopped]
-            signal_all(new or left, signal.SIGSTOP if new else signal.SIGKILL)
-            stopped.update(new)
-            if time.monotonic() > deadline or (not new and not wait):
-                signal_all(left, signal.SIGKILL)
+            new = [p for p in left if p not in seen]
+            seen.update(new)
+            if not signal_all(new, signal.SIGKILL, None if wait else deadline) or (not new and not wait):
                 return False
-            if reap is not None and not new:
+            if time.monotonic() > deadline:
+                return False
+            if reap is not None:
                 reap()
+            if not new:
+                time.sleep(0.005)

@@ -30,7 +30,7 @@ from . import status
 from .call import Call, output_kinds, timeout_of, workspace_full
 from .limits import base_env
 from .node_call import start_node_interpreter
-from .processes import end_processes, exit_of
+from .processes import end_processes, exit_of, kill_new
 from .protocol import Stream, child_pipes
 
 GRACE_MS = 2000  # an interrupted cell has this long to come back (the request may say otherwise)
@@ -168,6 +168,7 @@ class Cell:
         self.state_lost = state_lost  # the interpreter before this one died between calls
         self.timed_out = self.cancelled = self.cpu_exceeded = self.processes_exceeded = False
         self.interrupted_at = None
+        self.killed = set()  # its processes signalled since it was stopped
         self.said = status.Status()
         self.st_buf = bytearray()
         self.died = None  # (wait status, rusage) when the interpreter ended during the cell
@@ -188,6 +189,8 @@ class Cell:
         return (self.interp.pid,) if self.interp.alive else ()
 
     def start_cell(self):
+        # What an earlier cell left may still be torn down: no cell sees it.
+        end_processes(self.st, self, keep=(self.interp.pid,))
         self.interp.cells += 1
         self.cpu0 = self.interp.cpu_seconds()
         self.interp.discard()
@@ -219,8 +222,9 @@ class Cell:
     def wait_seconds(self, now):
         if self.prep is not None:
             return self.prep.wait_seconds(now)
-        until = self.deadline if self.interrupted_at is None else self.interrupted_at + self.grace
-        return max(0.0, min(until - now, 1.0))
+        if self.interrupted_at is not None:
+            return 0.05  # its processes are killed pass after pass (poll)
+        return max(0.0, min(self.deadline - now, 1.0))
 
     def cancel(self):
         self.stop("cancelled", Call.cancel)
@@ -249,7 +253,7 @@ class Cell:
                 os.kill(self.interp.pid, signal.SIGINT)
             except OSError:
                 pass
-            end_processes(self.st, self, keep=(self.interp.pid,), stop=True)
+            kill_new(self.st, self, (self.interp.pid,), self.killed)
 
     def lose(self, wstatus=None):
         """The interpreter is killed (or is gone) during the cell."""
@@ -291,7 +295,7 @@ class Cell:
             self.stderr.drain()
             # The cell's own processes end with it; the interpreter lives on,
             # unless the cell ran out of memory.
-            end_processes(self.st, self, keep=(self.interp.pid,))
+            end_processes(self.st, self, keep=(self.interp.pid,), seen=self.killed)
             if self.said.memory_error or self.v8_out_of_memory():
                 self.state_lost = True
                 self.interp.kill()
@@ -302,6 +306,8 @@ class Cell:
         if self.interrupted_at is not None and now >= self.interrupted_at + self.grace:
             self.lose()
             return True
+        if self.interrupted_at is not None:
+            kill_new(self.st, self, (self.interp.pid,), self.killed)
         if self.cpu_limit > 0 and self.interp.cpu_seconds() - self.cpu0 > self.cpu_limit:
             self.cpu_exceeded = True
             self.lose(signal.SIGXCPU)

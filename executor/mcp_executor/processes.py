@@ -11,6 +11,7 @@ import signal
 import stat
 import time
 
+from .cgroups import STOP_SECONDS
 from .limits import set_dumpable
 
 SCRATCH = ("/tmp", "/dev/shm")
@@ -52,7 +53,7 @@ def alone(st, act):
     return all(other is act for other in st.live_activities())
 
 
-def end_processes(st, act, pgid=0, keep=(), stop=False):
+def end_processes(st, act, pgid=0, keep=(), stop=False, seen=None):
     """End every process of activity act (its cgroup act.cgroup) but those
     in keep.  The call alone in the sandbox ends with kill(-1) (gVisor
     sends it to every process but PID 1 at once, under the lock fork
@@ -60,10 +61,13 @@ def end_processes(st, act, pgid=0, keep=(), stop=False):
     for a bomb that forks within its group), then what is left of its
     cgroup, pass after pass (daemons, double forks, processes of their own
     sessions).  stop: the activity is being stopped (its wall clock, a
-    cancel, the host-task guard), so a fork bomb may run: everything is
-    stopped before it is killed (kill_round), and the cgroup's processes
-    are signalled without waiting for their end (sweep() waits, once the
-    activity has answered)."""
+    cancel, the host-task guard), so a fork bomb may run: alone, everything
+    is stopped before it is killed (kill_round); beside others, the
+    cgroup's processes are signalled for STOP_SECONDS at most, without
+    waiting for their end (sweep() waits, once the activity has answered:
+    under a bomb each kill() may take tens of ms, and the result must come
+    before the supervisor's deadline).  seen: the processes signalled
+    already, not signalled again (a kill() of a dying one blocks)."""
     pid1 = os.getpid() == 1 and not st.args.direct
     if pid1 and not keep and alone(st, act):
         if stop:
@@ -77,7 +81,19 @@ def end_processes(st, act, pgid=0, keep=(), stop=False):
         except OSError:
             pass
     if pid1 and st.cgroups.ok:
-        st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), wait=not stop)
+        if stop:
+            st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seconds=STOP_SECONDS, wait=False, seen=seen)
+        else:
+            st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seen=seen)
+
+
+def kill_new(st, act, keep, seen):
+    """One pass over act's cgroup: SIGKILL what is not in keep and not in
+    seen yet (the processes signalled already), for STOP_SECONDS at most.
+    A stopped cell does this until it is over: a child forked while its
+    parent was being killed escapes the pass that killed the parent."""
+    if os.getpid() == 1 and not st.args.direct and st.cgroups.ok:
+        st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seconds=STOP_SECONDS, wait=False, seen=seen)
 
 
 def kill_others(sig=signal.SIGKILL):

@@ -31,6 +31,20 @@ const COUNTER = {
   javascript: ['let x = 1', 'x += 1; x'],
 };
 
+test('tools/list: both tools explain the two modes (a fresh process by default; persistent: true, a notebook cell) and take persistent and reset', opts, async () => {
+  await withSession('tools', async (c) => {
+    const { tools } = await c.client.listTools();
+    for (const name of Object.values(TOOL)) {
+      const tool = tools.find((x) => x.name === name);
+      assert.ok(tool, `${name} is listed`);
+      assert.match(tool.description, /By default each call is a fresh process/, `${name}: the default mode: ${tool.description}`);
+      assert.match(tool.description, /With persistent: true [^.]*notebook cell[^.]*long-lived/, `${name}: the persistent mode: ${tool.description}`);
+      for (const arg of ['persistent', 'reset']) assert.equal(tool.inputSchema.properties[arg]?.type, 'boolean', `${name}.${arg}`);
+      for (const field of ['value', 'state_lost']) assert.ok(tool.outputSchema.properties[field], `${name} outputSchema.${field}`);
+    }
+  });
+});
+
 for (const lang of ['python', 'javascript']) {
   test(`${lang}: the counter example: x = 1, then x += 1; x answers 2 (value in structuredContent and in the text)`, opts, async () => {
     await withSession(`counter-${lang}`, async (c) => {
