@@ -20,6 +20,12 @@ bool frame_type_valid(int type) {
   case FRAME_DONE:
   case FRAME_ERROR:
   case FRAME_BUSY:
+  case FRAME_RUN_START:
+  case FRAME_RUN_CANCEL:
+  case FRAME_RUN_STDOUT:
+  case FRAME_RUN_STDERR:
+  case FRAME_RUN_DONE:
+  case FRAME_PROCESSES:
     return true;
   default:
     return false;

@@ -18,6 +18,23 @@
  *   B  busy        supervisor -> responder               one public sentence: no execution
  *                                                        slot came free in capacity_wait; the
  *                                                        call did not run
+ *
+ * Background runs (sandbox/background.h).  A request whose JSON has
+ * "background": true starts a run instead of a call: the supervisor answers
+ * at once with D {"run": "<run id>"} (or B, X), and the run goes on with
+ * the supervisor as its owner:
+ *   G  run start   supervisor -> executor                JSON: the request with "run": N (1-255)
+ *   C  run cancel  responder -> supervisor               the run id (`<session>.r<16 hex>`)
+ *                  supervisor -> executor                the byte N
+ *   o  run stdout  executor -> supervisor                the byte N, then bytes
+ *   e  run stderr  executor -> supervisor                the byte N, then bytes
+ *   d  run done    executor -> supervisor                the byte N, then the JSON result
+ * Runs and the call of R frames run beside each other in one sandbox; the
+ * executor tells their processes apart (executor/mcp_executor/cgroups.py).
+ *   P  processes   supervisor -> executor                empty: the sandbox's host tasks near
+ *                                                        its backstop; stop the call or run
+ *                                                        whose processes are the most (its
+ *                                                        D or d says processes_exceeded)
  */
 #ifndef MCP_FRAME_H
 #define MCP_FRAME_H
@@ -42,6 +59,12 @@ enum frame_type {
   FRAME_DONE = 'D',
   FRAME_ERROR = 'X',
   FRAME_BUSY = 'B',
+  FRAME_RUN_START = 'G',
+  FRAME_RUN_CANCEL = 'C',
+  FRAME_RUN_STDOUT = 'o',
+  FRAME_RUN_STDERR = 'e',
+  FRAME_RUN_DONE = 'd',
+  FRAME_PROCESSES = 'P',
 };
 
 struct frame_reader {

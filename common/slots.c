@@ -44,6 +44,12 @@ static int sub_dir(int slots_fd, const char *name, mcp_error_t *err) {
   return fd < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, errno, "open slots/%s", name) : fd;
 }
 
+/* t-<name>: names come from nginx's map (letters, digits, _ . -);
+ * anything else shares one folder. */
+static void token_dir_name(const char *token, char name[80]) {
+  snprintf(name, 80, "t-%s", policy_name_valid(token) ? token : "_");
+}
+
 int slot_try(const struct mcp_config *cfg, const char *token, int token_max, struct slot_hold *h, enum slot_full *full,
              mcp_error_t *err) {
   *h = SLOT_HOLD_NONE;
@@ -51,10 +57,8 @@ int slot_try(const struct mcp_config *cfg, const char *token, int token_max, str
   cleanup_close int sfd = slots_dir(cfg, err);
   if (sfd < 0)
     return -1;
-  /* t-<name>: names come from nginx's map (letters, digits, _ . -);
-   * anything else shares one folder. */
   char name[80];
-  snprintf(name, sizeof(name), "t-%s", policy_name_valid(token) ? token : "_");
+  token_dir_name(token, name);
   cleanup_close int tfd = sub_dir(sfd, name, err);
   if (tfd < 0)
     return -1;
@@ -94,4 +98,19 @@ int boot_slot_try(const struct mcp_config *cfg, mcp_error_t *err) {
   if (bfd < 0)
     return -1;
   return take_one(bfd, cfg->max_starting, err);
+}
+
+int run_slot_try(const struct mcp_config *cfg, const char *token, mcp_error_t *err) {
+  cleanup_close int sfd = slots_dir(cfg, err);
+  if (sfd < 0)
+    return -1;
+  cleanup_close int rfd = sub_dir(sfd, "runs", err);
+  if (rfd < 0)
+    return -1;
+  char name[80];
+  token_dir_name(token, name);
+  cleanup_close int tfd = sub_dir(rfd, name, err);
+  if (tfd < 0)
+    return -1;
+  return take_one(tfd, cfg->runs_per_token, err);
 }

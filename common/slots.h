@@ -40,4 +40,11 @@ void slot_release(struct slot_hold *h);
  * none is free, or -1 with err set. */
 int boot_slot_try(const struct mcp_config *cfg, mcp_error_t *err);
 
+/* Run slots: at most runs_per_token background runs of one token are
+ * active at once across the service (lock files below
+ * <state>/slots/runs/t-<token name>/).  The supervisor that owns a run holds
+ * its slot until the run ends (sandbox/background.h).  The slot's fd,
+ * -EAGAIN when none is free, or -1 with err set. */
+int run_slot_try(const struct mcp_config *cfg, const char *token, mcp_error_t *err);
+
 #endif

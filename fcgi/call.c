@@ -20,6 +20,8 @@
 void call_result_free(struct call_result *res) {
   buf_free(&res->out);
   buf_free(&res->err);
+  free(res->value);
+  res->value = NULL;
 }
 
 /* Whether this Node.js takes --disable-wasm-trap-handler (20.15 and
@@ -76,8 +78,19 @@ char *call_request_json(const struct mcp_config *cfg, const struct call_request 
   if (req->packages != NULL)
     cJSON_AddItemToObject(o, "packages", cJSON_Duplicate(req->packages, 1));
   cJSON_AddNumberToObject(o, "timeout_ms", (double)req->timeout_s * 1000);
-  cJSON_AddNumberToObject(o, "output_limit", (double)cfg->output_limit);
-  cJSON_AddNumberToObject(o, "cpu_seconds", cfg->cpu_limit);
+  /* A run's output goes to files of run_output_max bytes; its processes
+   * get background_cpu_limit. */
+  cJSON_AddNumberToObject(o, "output_limit", (double)(req->background ? cfg->run_output_max : cfg->output_limit));
+  cJSON_AddNumberToObject(o, "cpu_seconds", req->background ? cfg->background_cpu_limit : cfg->cpu_limit);
+  if (req->persistent) {
+    cJSON_AddBoolToObject(o, "persistent", 1);
+    cJSON_AddNumberToObject(o, "interrupt_grace_ms", (double)cfg->interrupt_grace * 1000);
+    cJSON_AddNumberToObject(o, "persistent_cpu_seconds", cfg->persistent_cpu_limit);
+  }
+  if (req->reset)
+    cJSON_AddBoolToObject(o, "reset", 1);
+  if (req->background)
+    cJSON_AddBoolToObject(o, "background", 1);
   cJSON_AddNumberToObject(o, "memory_bytes", (double)cfg->memory_limit);
   cJSON_AddNumberToObject(o, "nproc", cfg->nproc_limit);
   cJSON_AddNumberToObject(o, "nofile", cfg->nofile_limit);
@@ -123,6 +136,18 @@ int call_result_parse(const char *json, size_t len, struct call_result *res) {
   for (size_t i = 0; cJSON_IsString(which) && i < ARRAY_SIZE(limits); i++)
     if (strcmp(which->valuestring, limits[i]) == 0)
       snprintf(res->egress_limit, sizeof(res->egress_limit), "%s", limits[i]);
+  res->persistent = get_bool(o, "persistent");
+  res->state_lost = get_bool(o, "state_lost");
+  const cJSON *value = cJSON_GetObjectItemCaseSensitive(o, "value");
+  if (cJSON_IsString(value) && res->value == NULL)
+    res->value = xstrndup(value->valuestring, strnlen(value->valuestring, VALUE_MAX + 4));
+  const cJSON *refused = cJSON_GetObjectItemCaseSensitive(o, "refused");
+  if (cJSON_IsString(refused))
+    snprintf(res->refused, sizeof(res->refused), "%s",
+             strcmp(refused->valuestring, "interpreter-busy") == 0 ? "interpreter-busy" : "start-failed");
+  const cJSON *run = cJSON_GetObjectItemCaseSensitive(o, "run");
+  if (cJSON_IsString(run) && strlen(run->valuestring) < sizeof(res->run))
+    snprintf(res->run, sizeof(res->run), "%s", run->valuestring);
   res->duration_ms = get_int(o, "duration_ms", 0, INT64_C(1) << 40, 0);
   res->cpu_ms = get_int(o, "cpu_ms", 0, INT64_C(1) << 40, 0);
   res->max_rss_kb = get_int(o, "max_rss_kb", 0, INT64_C(1) << 40, 0);

@@ -28,6 +28,9 @@ struct call_request {
   const char *package_dir;          /* what the host resolved for this call: /opt/mcp/packages/<this>, or NULL */
   const struct egress_plan *egress; /* the call's network by policy (fcgi/egress.h), or NULL */
   int timeout_s;
+  bool persistent; /* in the sandbox's persistent interpreter of the language */
+  bool reset;      /* end that interpreter first */
+  bool background; /* a background run (fcgi/runs.h): the answer names it at once */
 };
 
 struct call_result {
@@ -51,9 +54,16 @@ struct call_result {
   int64_t duration_ms;
   int64_t cpu_ms;
   int64_t max_rss_kb;
-  int timeout_s;        /* the limit the call ran with */
-  uint64_t files_bytes; /* output file bytes returned with it */
+  int timeout_s;                 /* the limit the call ran with */
+  uint64_t files_bytes;          /* output file bytes returned with it */
+  bool persistent;               /* it ran in the persistent interpreter ... */
+  bool state_lost;               /* ... whose state was lost (killed, out of memory, the sandbox restarted) */
+  char *value;                   /* a persistent cell's value (its repr), at most VALUE_MAX bytes, or NULL */
+  char refused[32];              /* the executor's reason not to run the call ("interpreter-busy"), or "" */
+  char run[SESSION_ID_MAX + 24]; /* a background start: the run's id */
 };
+
+#define VALUE_MAX 65536 /* bytes of a persistent cell's value kept */
 
 /* Called for each stdout ('O') or stderr ('E') chunk as it arrives, and
  * four times a second while the call runs ('T', len = elapsed ms). */

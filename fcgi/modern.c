@@ -16,6 +16,7 @@
 #include "fcgi/mcp.h"
 #include "fcgi/resources.h"
 #include "fcgi/sse.h"
+#include "fcgi/tasks.h"
 #include "fcgi/tools.h"
 
 #define META_VERSION "io.modelcontextprotocol/protocolVersion"
@@ -213,6 +214,8 @@ static int check_mirrors(const struct http_request *req, const char *method, con
     return fail(f, 400, HEADER_MISMATCH, "Header mismatch: the Mcp-Method header is required");
   if (check_mirror("Mcp-Method", req->mcp_method, method, false, f) < 0)
     return -1;
+  if (tasks_method(method)) /* the extension's routing header: the task's id */
+    return check_mirror("Mcp-Name", req->mcp_name, string_of(get(params, "taskId")), true, f);
   bool by_name = strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0;
   bool by_uri = strcmp(method, "resources/read") == 0;
   if (!by_name && !by_uri)
@@ -249,6 +252,7 @@ static int discover(struct rpc_call *c) {
   cJSON_AddBoolToObject(cJSON_AddObjectToObject(caps, "prompts"), "listChanged", 0);
   /* stdout and stderr lines, for a request whose _meta sets logLevel */
   cJSON_AddObjectToObject(caps, "logging");
+  tasks_capability(caps);
   char text[900];
   snprintf(text, sizeof(text),
            "Code runs in gVisor sandboxes without network access. execute_python and execute_javascript without "
@@ -281,6 +285,9 @@ static const struct method methods[] = {
     {"resources/templates/list", resources_templates_modern, LIST_TTL_MS, true},
     {"resources/read", resources_read_modern, 0, false},
     {"prompts/list", mcp_prompts_list, LIST_TTL_MS, true}, /* empty: cacheable like the others */
+    {"tasks/get", tasks_get, -1, false},
+    {"tasks/update", tasks_update, -1, false},
+    {"tasks/cancel", tasks_cancel, -1, false},
 };
 
 static const struct method *method_of(const char *name) {

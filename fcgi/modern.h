@@ -15,10 +15,12 @@
  *   4. a version this era does not serve                    -32022, data {supported, requested}
  *   5. Mcp-Method missing or different from the body        -32020
  *   6. Mcp-Name missing or different (tools/call: params.name,
- *      resources/read: params.uri, prompts/get)             -32020
+ *      resources/read: params.uri, prompts/get; tasks/get,
+ *      tasks/update, tasks/cancel: params.taskId)            -32020
  *   7. an unknown or removed method (initialize, ping,
  *      logging/setLevel, resources/subscribe, ...)          404, -32601
  *   8. tools/call: Mcp-Param-Sandbox and arguments.sandbox  -32020
+ * The tasks extension's methods and its tasks are fcgi/tasks.h's.
  * Header values are compared after trimming spaces and tabs; Mcp-Name and
  * Mcp-Param-Sandbox may be "=?base64?<base64 with padding>?=".  A modern
  * notification gets 202; results carry resultType, serverInfo in _meta and,

@@ -4,6 +4,7 @@
 
 #include "fcgi/tools.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,60 +31,82 @@ cJSON *tool_error_result(const char *sentence) {
   return r;
 }
 
+/* A sentence after those already in b. */
+__attribute__((format(printf, 2, 3))) static void note(struct buf *b, const char *fmt, ...) {
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (b->len > 0)
+    buf_append(b, " ", 1);
+  buf_append(b, line, strlen(line));
+}
+
 /* One sentence per limit the call hit, for the reader of the text content. */
 static void limit_notes(const struct mcp_config *cfg, const struct call_result *res, struct buf *b) {
-  char line[256];
-  if (res->timed_out) {
-    snprintf(line, sizeof(line), "The call was stopped at its wall-clock limit of %d s.", res->timeout_s);
-    buf_append(b, line, strlen(line));
-  }
-  if (res->memory_exceeded || res->memory_error) {
-    snprintf(line, sizeof(line), "%sThe code ran out of memory (limit %llu MiB per call).", b->len ? " " : "",
-             (unsigned long long)(cfg->memory_limit >> 20));
-    buf_append(b, line, strlen(line));
-  }
-  if (res->cpu_exceeded) {
-    snprintf(line, sizeof(line), "%sThe code used up its CPU time limit of %d s.", b->len ? " " : "", cfg->cpu_limit);
-    buf_append(b, line, strlen(line));
-  }
-  if (res->processes_exceeded) {
-    snprintf(line, sizeof(line),
-             "%sThe call was stopped: its processes (a fork bomb?) made the sandbox hold too many host tasks. The "
-             "sandbox restarts for the next call; files in /work are kept.",
-             b->len ? " " : "");
-    buf_append(b, line, strlen(line));
-  }
-  if (res->install_error) {
-    snprintf(line, sizeof(line), "%sThe packages could not be installed (see stderr); the code did not run.",
-             b->len ? " " : "");
-    buf_append(b, line, strlen(line));
-  }
-  if (res->input_error) {
-    snprintf(line, sizeof(line), "%sThe input files could not be written (see stderr); the code did not run.",
-             b->len ? " " : "");
-    buf_append(b, line, strlen(line));
-  }
-  if (res->workspace_full) {
-    snprintf(line, sizeof(line),
-             "%sThe workspace /work is full (quota %llu MiB per session); delete files to make room.",
-             b->len ? " " : "", (unsigned long long)(cfg->workspace_quota >> 20));
-    buf_append(b, line, strlen(line));
-  }
-  if (res->sandbox_lost) {
-    snprintf(line, sizeof(line), "%sThe sandbox was stopped and restarts for the next call; files in /work are kept.",
-             b->len ? " " : "");
-    buf_append(b, line, strlen(line));
-  }
-  if (res->egress_limited) {
-    snprintf(line, sizeof(line), "%sThe call hit its egress limit (%s); further connections were refused.",
-             b->len ? " " : "", res->egress_limit[0] ? res->egress_limit : "egress");
-    buf_append(b, line, strlen(line));
-  }
-  if (res->truncated) {
-    snprintf(line, sizeof(line), "%sOutput beyond %llu bytes per stream was dropped.", b->len ? " " : "",
-             (unsigned long long)cfg->output_limit);
-    buf_append(b, line, strlen(line));
-  }
+  if (res->timed_out)
+    note(b, "The call was stopped at its wall-clock limit of %d s.", res->timeout_s);
+  if (res->memory_exceeded || res->memory_error)
+    note(b, "The code ran out of memory (limit %llu MiB per call).", (unsigned long long)(cfg->memory_limit >> 20));
+  if (res->cpu_exceeded)
+    note(b, "The code used up its CPU time limit of %d s.", cfg->cpu_limit);
+  if (res->processes_exceeded)
+    note(b, "The call was stopped: its processes (a fork bomb?) made the sandbox hold too many host tasks. The "
+            "sandbox restarts for the next call; files in /work are kept.");
+  if (res->install_error)
+    note(b, "The packages could not be installed (see stderr); the code did not run.");
+  if (res->input_error)
+    note(b, "The input files could not be written (see stderr); the code did not run.");
+  if (res->workspace_full)
+    note(b, "The workspace /work is full (quota %llu MiB per session); delete files to make room.",
+         (unsigned long long)(cfg->workspace_quota >> 20));
+  if (res->sandbox_lost)
+    note(b, "The sandbox was stopped and restarts for the next call; files in /work are kept.");
+  if (res->egress_limited)
+    note(b, "The call hit its egress limit (%s); further connections were refused.",
+         res->egress_limit[0] ? res->egress_limit : "egress");
+  if (res->truncated)
+    note(b, "Output beyond %llu bytes per stream was dropped.", (unsigned long long)cfg->output_limit);
+  if (res->state_lost)
+    note(b, "The persistent interpreter was ended and its state (variables, imports) is lost; the next persistent "
+            "call starts a new one.");
+}
+
+const char *refused_sentence(const char *why) {
+  if (strcmp(why, "interpreter-busy") == 0)
+    return "The persistent interpreter of this sandbox is busy with a background run; wait for it to end (get_run), "
+           "cancel it (cancel_run), or run this call without `persistent`.";
+  return "The sandbox could not start the call; try again.";
+}
+
+cJSON *run_started_result(const struct mcp_config *cfg, const struct call_result *res) {
+  cJSON *sc = cJSON_CreateObject();
+  cJSON_AddStringToObject(sc, "stdout", "");
+  cJSON_AddStringToObject(sc, "stderr", "");
+  cJSON_AddNumberToObject(sc, "exit_code", 0);
+  cJSON_AddBoolToObject(sc, "timed_out", 0);
+  cJSON_AddNumberToObject(sc, "duration_ms", (double)res->duration_ms);
+  static const char *const flags[] = {"truncated",      "memory_exceeded",   "cpu_exceeded",  "processes_exceeded",
+                                      "workspace_full", "sandbox_restarted", "egress_limited"};
+  for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
+    cJSON_AddBoolToObject(sc, flags[i], 0);
+  cJSON_AddStringToObject(sc, "run", res->run);
+  cJSON_AddStringToObject(sc, "status", "running");
+  cJSON *r = cJSON_CreateObject();
+  cJSON *content = cJSON_AddArrayToObject(r, "content");
+  cleanup_free char *text = cJSON_PrintUnformatted(sc);
+  add_text(content, text ? text : "{}");
+  char line[400];
+  snprintf(line, sizeof(line),
+           "Started background run %s (wall-clock limit %d s). Poll it with get_run (its output from the offsets you "
+           "pass, its result once it ended); stop it with cancel_run.",
+           res->run, res->timeout_s);
+  add_text(content, line);
+  cJSON_AddItemToObject(r, "structuredContent", sc);
+  cJSON_AddBoolToObject(r, "isError", 0);
+  (void)cfg;
+  return r;
 }
 
 cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *res) {
@@ -104,6 +127,12 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
   cJSON_AddBoolToObject(sc, "workspace_full", res->workspace_full);
   cJSON_AddBoolToObject(sc, "sandbox_restarted", res->sandbox_lost);
   cJSON_AddBoolToObject(sc, "egress_limited", res->egress_limited);
+  cleanup_free char *value = res->value != NULL ? utf8_sanitize(res->value, strlen(res->value)) : NULL;
+  if (res->persistent) {
+    cJSON_AddBoolToObject(sc, "state_lost", res->state_lost);
+    if (value != NULL)
+      cJSON_AddStringToObject(sc, "value", value);
+  }
   cJSON *r = cJSON_CreateObject();
   cJSON *content = cJSON_AddArrayToObject(r, "content");
   cleanup_free char *text = cJSON_PrintUnformatted(sc);
@@ -112,6 +141,14 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
   limit_notes(cfg, res, &notes);
   if (notes.len > 0)
     add_text(content, notes.data);
+  if (res->persistent && value != NULL) {
+    /* The cell's value, as a notebook shows it. */
+    cleanup_buf struct buf shown = {0};
+    buf_append(&shown, "Out: ", 5);
+    buf_append(&shown, value, strlen(value));
+    buf_append(&shown, "", 1);
+    add_text(content, shown.data);
+  }
   cJSON_AddItemToObject(r, "structuredContent", sc);
   cJSON_AddBoolToObject(r, "isError",
                         res->exit_code != 0 || res->timed_out || res->cancelled || res->sandbox_lost ||

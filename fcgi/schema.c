@@ -58,18 +58,22 @@ static cJSON *input_schema(const struct mcp_config *cfg, const struct lang *lang
   cJSON_AddNumberToObject(to, "maximum", cfg->timeout_max);
   cJSON_AddNumberToObject(to, "default", cfg->timeout_default);
   sandbox_prop(props, SANDBOX_DOC);
+  prop(props, "persistent", "boolean",
+       "Run the code in the sandbox's long-lived interpreter of this language, like a notebook cell: variables, "
+       "imports and objects stay for the next persistent call, a last expression's value comes back as "
+       "structuredContent.value, open matplotlib figures come back as images. Default false: a fresh process.");
+  prop(props, "reset", "boolean", "End the sandbox's persistent interpreter of this language (and its state) first.");
+  prop(props, "background", "boolean",
+       "Return at once with a run id (structuredContent.run) while the code runs on, up to the background time "
+       "limit; read its output and result with get_run, stop it with cancel_run.");
   cJSON *req = cJSON_AddArrayToObject(s, "required");
   cJSON_AddItemToArray(req, cJSON_CreateString("code"));
   cJSON_AddBoolToObject(s, "additionalProperties", 0);
   return s;
 }
 
-static cJSON *output_schema(void) {
-  cJSON *s = cJSON_CreateObject();
-  cJSON_AddStringToObject(s, "type", "object");
-  cJSON *props = cJSON_AddObjectToObject(s, "properties");
-  prop(props, "stdout", "string", "Standard output (at most the configured limit).");
-  prop(props, "stderr", "string", "Standard error (at most the configured limit).");
+/* The fields of a finished call's result (execute_*, get_run). */
+static void result_props(cJSON *props) {
   prop(props, "exit_code", "integer", "Exit status; 128+N when killed by signal N.");
   prop(props, "timed_out", "boolean", "The wall-clock limit ended the call.");
   prop(props, "duration_ms", "integer", "Wall-clock duration of the call.");
@@ -99,6 +103,21 @@ static cJSON *output_schema(void) {
   prop(props, "egress_limited", "boolean",
        "A limit of the call's network access (bytes, connections at once, connection time) was hit.");
   prop(props, "sandbox", "string", "The handle of the sandbox the call ran in: pass it as `sandbox` to use it again.");
+  prop(props, "value", "string", "persistent: the representation of the value of the code's last expression.");
+  prop(props, "state_lost", "boolean",
+       "persistent: the interpreter was ended (killed after an interrupt, out of memory or CPU, the sandbox "
+       "restarted) and its state is gone; the next persistent call starts a new one.");
+}
+
+static cJSON *output_schema(void) {
+  cJSON *s = cJSON_CreateObject();
+  cJSON_AddStringToObject(s, "type", "object");
+  cJSON *props = cJSON_AddObjectToObject(s, "properties");
+  prop(props, "stdout", "string", "Standard output (at most the configured limit).");
+  prop(props, "stderr", "string", "Standard error (at most the configured limit).");
+  result_props(props);
+  prop(props, "run", "string", "background: the run's id, for get_run and cancel_run.");
+  prop(props, "status", "string", "background: `running`.");
   cJSON *req = cJSON_AddArrayToObject(s, "required");
   static const char *const required[] = {"stdout",         "stderr",           "exit_code",       "timed_out",
                                          "duration_ms",    "truncated",        "memory_exceeded", "cpu_exceeded",
@@ -169,6 +188,69 @@ static cJSON *close_tool(const struct mcp_config *cfg) {
   return t;
 }
 
+/* get_run's and cancel_run's result: the run's status and output since
+ * the offsets, and once it ended the fields of a finished call. */
+static cJSON *run_output_schema(void) {
+  cJSON *s = cJSON_CreateObject();
+  cJSON_AddStringToObject(s, "type", "object");
+  cJSON *props = cJSON_AddObjectToObject(s, "properties");
+  prop(props, "run", "string", "The run's id.");
+  cJSON *st = prop(props, "status", "string", "running, finished, timed_out, cancelled or lost.");
+  cJSON *states = cJSON_AddArrayToObject(st, "enum");
+  static const char *const names[] = {"running", "finished", "timed_out", "cancelled", "lost"};
+  for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+    cJSON_AddItemToArray(states, cJSON_CreateString(names[i]));
+  prop(props, "stdout", "string", "stdout from stdout_offset on (at most the configured limit per call).");
+  prop(props, "stderr", "string", "stderr from stderr_offset on.");
+  prop(props, "stdout_offset", "integer", "Pass it as stdout_offset next time: where this output ends.");
+  prop(props, "stderr_offset", "integer", "Pass it as stderr_offset next time.");
+  prop(props, "output_truncated", "boolean", "The run wrote more than it may keep; the rest was dropped.");
+  result_props(props);
+  cJSON *req = cJSON_AddArrayToObject(s, "required");
+  static const char *const required[] = {"run", "status", "stdout", "stderr", "stdout_offset", "stderr_offset"};
+  for (size_t i = 0; i < ARRAY_SIZE(required); i++)
+    cJSON_AddItemToArray(req, cJSON_CreateString(required[i]));
+  return s;
+}
+
+static cJSON *int_prop(cJSON *props, const char *name, const char *doc, int max) {
+  cJSON *p = prop(props, name, "integer", doc);
+  cJSON_AddNumberToObject(p, "minimum", 0);
+  if (max > 0)
+    cJSON_AddNumberToObject(p, "maximum", max);
+  return p;
+}
+
+static cJSON *run_tool(const struct mcp_config *cfg, bool get) {
+  cJSON *t = cJSON_CreateObject();
+  cJSON_AddStringToObject(t, "name", get ? GET_RUN : CANCEL_RUN);
+  cJSON_AddStringToObject(t, "title", get ? "Read a background run" : "Cancel a background run");
+  cJSON_AddStringToObject(
+      t, "description",
+      get ? "Read a background run that execute_python or execute_javascript started with `background`: its status "
+            "(running, finished, timed_out, cancelled, lost), its stdout and stderr from the offsets you pass (pass "
+            "back the offsets it returns to read on), and once it ended its full result as a normal call returns "
+            "it (exit code, limits hit, files in output/). wait_seconds waits for it to end first."
+          : "Stop a background run: every process it started ends within a second; returns its status.");
+  cJSON *in = cJSON_AddObjectToObject(t, "inputSchema");
+  cJSON_AddStringToObject(in, "type", "object");
+  cJSON *props = cJSON_AddObjectToObject(in, "properties");
+  prop(props, "run", "string", "The run's id (structuredContent.run of the call that started it).");
+  if (get) {
+    int_prop(props, "wait_seconds", "Wait up to this long for the run to end before answering (default 0).",
+             cfg->run_wait_max);
+    int_prop(props, "stdout_offset", "Return stdout from this byte on (default 0).", 0);
+    int_prop(props, "stderr_offset", "Return stderr from this byte on (default 0).", 0);
+  }
+  cJSON_AddItemToArray(cJSON_AddArrayToObject(in, "required"), cJSON_CreateString("run"));
+  cJSON_AddBoolToObject(in, "additionalProperties", 0);
+  cJSON_AddItemToObject(t, "outputSchema", run_output_schema());
+  annotations(t, get ? "Read a background run" : "Cancel a background run", !get);
+  if (get)
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(t, "annotations"), "readOnlyHint", cJSON_CreateTrue());
+  return t;
+}
+
 cJSON *tools_list(const struct mcp_config *cfg, bool modern) {
   cJSON *r = cJSON_CreateObject();
   cJSON *tools = cJSON_AddArrayToObject(r, "tools");
@@ -177,6 +259,8 @@ cJSON *tools_list(const struct mcp_config *cfg, bool modern) {
   for (size_t i = 0; i < langs_count; i++)
     if (langs[i]->available(cfg))
       cJSON_AddItemToArray(tools, tool(cfg, langs[i], modern));
+  cJSON_AddItemToArray(tools, run_tool(cfg, true));
+  cJSON_AddItemToArray(tools, run_tool(cfg, false));
   if (modern)
     cJSON_AddItemToArray(tools, close_tool(cfg));
   return r;

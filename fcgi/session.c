@@ -18,6 +18,7 @@
 #include "common/policy.h"
 #include "common/util.h"
 #include "fcgi/pkgtools.h"
+#include "fcgi/runs.h"
 #include "sandbox/workspace.h"
 
 static int open_dir_at(int dirfd, const char *name, mcp_error_t *err) {
@@ -403,8 +404,9 @@ int session_open(struct store *st, const char *id, const char *token_id, struct 
   }
   /* A call in progress keeps the session alive, as for the keeper: its
    * other requests (ping, notifications/cancelled) must still find it. */
-  if (wall_ms() - out->last_used_ms > (int64_t)st->cfg->idle_timeout * 1000 + TOUCH_EVERY_MS &&
-      !call_running(out->dirfd)) {
+  int64_t idle_ms = (int64_t)st->cfg->idle_timeout * 1000 + TOUCH_EVERY_MS, run_last = 0;
+  if (wall_ms() - out->last_used_ms > idle_ms && !call_running(out->dirfd) && !runs_active_in(out->dirfd, &run_last) &&
+      wall_ms() - run_last > idle_ms) {
     session_close(out);
     return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: expired", id);
   }

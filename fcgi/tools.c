@@ -17,7 +17,9 @@
 #include "fcgi/files.h"
 #include "fcgi/handles.h"
 #include "fcgi/json_scan.h"
+#include "fcgi/runs.h"
 #include "fcgi/stream.h"
+#include "fcgi/tasks.h"
 #include "sandbox/bundle.h"
 
 /* Beyond a call's own limits (and ready_wait): the supervisor's grace
@@ -56,8 +58,8 @@ static int parse_env(const cJSON *env, mcp_error_t *err) {
   return 0;
 }
 
-static const char *const arg_names[] = {"code",  "packages", "env_variables", "timeout_seconds",
-                                        "files", "sandbox",  "egress_allow"};
+static const char *const arg_names[] = {"code",    "packages",     "env_variables", "timeout_seconds", "files",
+                                        "sandbox", "egress_allow", "persistent",    "reset",           "background"};
 
 static int check_names(const cJSON *args, mcp_error_t *err) {
   const cJSON *it;
@@ -69,18 +71,33 @@ static int check_names(const cJSON *args, mcp_error_t *err) {
       return mcp_fail_public(
           err, MCP_ERR_INVALID,
           "unknown argument `%.64s`; expected code, packages, env_variables, timeout_seconds, files, "
-          "sandbox, egress_allow",
+          "sandbox, egress_allow, persistent, reset, background",
           it->string);
   }
   return 0;
 }
 
-static int parse_timeout(const struct mcp_config *cfg, const cJSON *to, int *out, mcp_error_t *err) {
+/* max: timeout_max, or background_timeout_max for a background run. */
+static int parse_timeout(int max, bool background, const cJSON *to, int *out, mcp_error_t *err) {
   /* range before the integer test: converting a huge double is undefined */
-  if (!cJSON_IsNumber(to) || to->valuedouble < 1 || to->valuedouble > cfg->timeout_max ||
+  if (!cJSON_IsNumber(to) || to->valuedouble < 1 || to->valuedouble > max ||
       to->valuedouble != (double)(int64_t)to->valuedouble)
-    return mcp_fail_public(err, MCP_ERR_INVALID, "timeout_seconds must be an integer from 1 to %d", cfg->timeout_max);
+    return mcp_fail_public(err, MCP_ERR_INVALID, "timeout_seconds must be an integer from 1 to %d%s", max,
+                           background ? " for a background run" : "");
   *out = (int)to->valuedouble;
+  return 0;
+}
+
+/* persistent, reset, background: booleans. */
+static int parse_modes(const cJSON *args, struct code_args *out, mcp_error_t *err) {
+  static const char *const names[] = {"persistent", "reset", "background"};
+  bool *flags[] = {&out->persistent, &out->reset, &out->background};
+  for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, names[i]);
+    if (v != NULL && !cJSON_IsNull(v) && !cJSON_IsBool(v))
+      return mcp_fail_public(err, MCP_ERR_INVALID, "%s must be a boolean", names[i]);
+    *flags[i] = cJSON_IsTrue(v);
+  }
   return 0;
 }
 
@@ -92,6 +109,11 @@ static const cJSON *given(const cJSON *args, const char *name) {
 
 int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const cJSON *args, struct code_args *out,
                     mcp_error_t *err) {
+  return code_args_parse_task(cfg, lang, args, false, out, err);
+}
+
+int code_args_parse_task(const struct mcp_config *cfg, const struct lang *lang, const cJSON *args, bool task,
+                         struct code_args *out, mcp_error_t *err) {
   memset(out, 0, sizeof(*out));
   out->lang = lang;
   out->timeout_s = cfg->timeout_default;
@@ -106,15 +128,27 @@ int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const
     return mcp_fail_public(err, MCP_ERR_INVALID, "code is longer than the limit of %llu bytes",
                            (unsigned long long)cfg->max_code);
   out->code = code->valuestring;
+  if (parse_modes(args, out, err) < 0)
+    return -1;
+  out->task = task;
+  out->background = out->background || task;
+  int max = out->background ? cfg->background_timeout_max : cfg->timeout_max;
+  if (out->background)
+    out->timeout_s = cfg->background_timeout_max;
   const cJSON *env = given(args, "env_variables"), *to = given(args, "timeout_seconds");
   const cJSON *files = given(args, "files"), *pk = given(args, "packages"), *sb = given(args, "sandbox");
   if (sb != NULL && !cJSON_IsString(sb))
     return mcp_fail_public(err, MCP_ERR_INVALID, "sandbox must be a string: a handle an earlier call returned");
   out->sandbox = sb != NULL ? sb->valuestring : NULL;
-  if ((env != NULL && parse_env(env, err) < 0) || (to != NULL && parse_timeout(cfg, to, &out->timeout_s, err) < 0) ||
+  if ((env != NULL && parse_env(env, err) < 0) ||
+      (to != NULL && parse_timeout(max, out->background, to, &out->timeout_s, err) < 0) ||
       (files != NULL && files_validate(cfg, files, err) < 0) || (pk != NULL && lang->packages_validate(pk, err) < 0))
     return -1;
   const cJSON *eg = given(args, "egress_allow");
+  if (eg != NULL && out->background)
+    return mcp_fail_public(err, MCP_ERR_INVALID,
+                           "egress_allow cannot be combined with background (a background run "
+                           "has no network)");
   if (eg != NULL && egress_arg_parse(eg, out->egress_allow, sizeof(out->egress_allow), err) < 0)
     return -1;
   out->egress_given = eg != NULL;
@@ -304,18 +338,87 @@ static int finish(struct rpc_call *c, struct call_stream *cs, bool cancelled) {
   return call_stream_finish(cs, cancelled);
 }
 
+/* One exchange with the sandbox: a call (streamed to the client), or the
+ * start of a background run, which keeps the folder of its packages until
+ * it ends (its supervisor removes it). */
+static int one_call(struct rpc_call *c, const struct code_args *ca, const struct call_request *req,
+                    struct call_stream *cs, struct call_result *res, mcp_error_t *err) {
+  const struct mcp_config *cfg = c->ctx->cfg;
+  int r = ca->background ? run_start(cfg, c->session, req, res, err)
+                         : sandbox_call(cfg, c->session, req, call_stream_event, cs, res, err);
+  if (!ca->background || r < 0)
+    call_folder_remove(c->session, req->package_dir != NULL ? req->package_dir : "");
+  return r;
+}
+
+/* The call's request, its packages resolved; the retry of a session whose
+ * workspace lost what it installed (its code removed it): the executor
+ * says so, the packages are resolved and the call (whose code did not
+ * run) is made again, once.  -1 with c->result set when it failed. */
+static int call_with_packages(struct rpc_call *c, const struct lang *lang, const struct code_args *ca,
+                              struct call_request *req, struct call_stream *cs, struct call_result *res,
+                              int64_t started) {
+  char key[33] = "", dir[24] = "";
+  if (ca->packages != NULL && lang->packages_key != NULL && lang->packages_key(ca->packages, key) < 0)
+    key[0] = '\0';
+  mcp_error_t err = NULL;
+  for (int attempt = 0;; attempt++) {
+    if (ca->packages != NULL && fetch_packages(c, ca, dir) < 0) {
+      account(c, ca, NULL, OUTCOME_REFUSED, started);
+      return -1;
+    }
+    req->npm_stage = key[0] ? key : NULL;
+    req->package_dir = dir[0] ? dir : NULL;
+    if (one_call(c, ca, req, cs, res, &err) < 0) {
+      c->result = tool_error_result(mcp_error_public(err));
+      bool busy = err->kind == MCP_ERR_BUSY || err->kind == MCP_ERR_CAPACITY;
+      if (!busy)
+        mcp_error_log_release(&err, "tools/call");
+      mcp_error_release(&err);
+      account(c, ca, NULL, busy ? OUTCOME_BUSY : OUTCOME_SANDBOX, started);
+      call_result_free(res);
+      return -1;
+    }
+    if (!res->packages_missing || dir[0] != '\0' || attempt > 0)
+      return 0;
+    forget_packages(c->session, lang);
+    call_result_free(res);
+  }
+}
+
+/* The result of an exchange that went through. */
+static void call_result_to_client(struct rpc_call *c, const struct lang *lang, const struct code_args *ca,
+                                  struct call_result *res) {
+  res->timeout_s = ca->timeout_s;
+  if (ca->packages != NULL && !ca->background && !res->install_error && !res->input_error && !res->sandbox_lost)
+    remember_packages(c->session, lang, ca->packages);
+  if (res->refused[0] != '\0')
+    c->result = tool_error_result(refused_sentence(res->refused));
+  else if (ca->task)
+    c->result = tasks_created(c, res->run);
+  else if (ca->background)
+    c->result = run_started_result(c->ctx->cfg, res);
+  else
+    c->result = call_tool_result(c->ctx->cfg, res);
+  if (c->result == NULL)
+    rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+  else if (!ca->background && res->refused[0] == '\0')
+    res->files_bytes = results_add_outputs(c);
+}
+
 static int execute(struct rpc_call *c, const struct lang *lang, const struct code_args *ca, int64_t started) {
   /* The responder may spend this long on the call; past it, a client that
    * has not taken its answer is cut off (responder.c's watchdog). */
   const struct mcp_config *cfg = c->ctx->cfg;
   mcp_error_t err = NULL;
-  int64_t budget_s = (int64_t)cfg->busy_wait + cfg->ready_wait + ca->timeout_s + cfg->capacity_wait + CALL_SLACK_S +
-                     RESULT_GRACE_S + (ca->packages != NULL ? cfg->package_timeout : 0);
+  int64_t budget_s = (int64_t)cfg->busy_wait + cfg->ready_wait + (ca->background ? 0 : ca->timeout_s) +
+                     cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S + (ca->persistent ? cfg->interrupt_grace : 0) +
+                     (ca->packages != NULL ? cfg->package_timeout : 0);
   http_set_deadline(c->sink, now_ms() + budget_s * 1000);
   struct call_stream cs;
   call_stream_init(&cs, c, ca->timeout_s);
   /* The call's network: the deployment's policy, the token's, narrowed
-   * by the call's egress_allow (fcgi/egress.h). */
+   * by the call's egress_allow (fcgi/egress.h); none for a run. */
   struct egress_plan plan;
   if (egress_plan_for(cfg, c->http->token_id, ca->egress_given ? ca->egress_allow : NULL, &plan, &err) < 0) {
     c->result = tool_error_result(mcp_error_public(err));
@@ -325,56 +428,24 @@ static int execute(struct rpc_call *c, const struct lang *lang, const struct cod
     account(c, ca, NULL, OUTCOME_REFUSED, started);
     return finish(c, &cs, false);
   }
-  char rpc_id[300], key[33] = "", dir[24] = "";
+  char rpc_id[300];
   rpc_id_text(c->id, rpc_id, sizeof(rpc_id));
-  if (ca->packages != NULL && lang->packages_key != NULL && lang->packages_key(ca->packages, key) < 0)
-    key[0] = '\0';
+  struct call_request req = {.code = ca->code,
+                             .egress = ca->background ? NULL : &plan,
+                             .env = ca->env,
+                             .files = ca->files,
+                             .packages = lang->packages_in_request ? ca->packages : NULL,
+                             .language = lang->name,
+                             .rpc_id = rpc_id,
+                             .token = c->http->token_id,
+                             .timeout_s = ca->timeout_s,
+                             .persistent = ca->persistent,
+                             .reset = ca->reset};
   struct call_result res;
-  /* A session whose workspace lost what it installed (its code removed
-   * it) is told so by the executor: then the packages are resolved, and
-   * the call (whose code did not run) is made again, once. */
-  for (int attempt = 0;; attempt++) {
-    if (ca->packages != NULL && fetch_packages(c, ca, dir) < 0) {
-      account(c, ca, NULL, OUTCOME_REFUSED, started);
-      return finish(c, &cs, false);
-    }
-    struct call_request req = {.code = ca->code,
-                               .egress = &plan,
-                               .env = ca->env,
-                               .files = ca->files,
-                               .packages = lang->packages_in_request ? ca->packages : NULL,
-                               .language = lang->name,
-                               .npm_stage = key[0] ? key : NULL,
-                               .package_dir = dir[0] ? dir : NULL,
-                               .rpc_id = rpc_id,
-                               .token = c->http->token_id,
-                               .timeout_s = ca->timeout_s};
-    int r = sandbox_call(c->ctx->cfg, c->session, &req, call_stream_event, &cs, &res, &err);
-    call_folder_remove(c->session, dir);
-    if (r < 0) {
-      c->result = tool_error_result(mcp_error_public(err));
-      bool busy = err->kind == MCP_ERR_BUSY || err->kind == MCP_ERR_CAPACITY;
-      if (!busy)
-        mcp_error_log_release(&err, "tools/call");
-      mcp_error_release(&err);
-      account(c, ca, NULL, busy ? OUTCOME_BUSY : OUTCOME_SANDBOX, started);
-      call_result_free(&res);
-      return finish(c, &cs, false);
-    }
-    if (!res.packages_missing || dir[0] != '\0' || attempt > 0)
-      break;
-    forget_packages(c->session, lang);
-    call_result_free(&res);
-  }
-  res.timeout_s = ca->timeout_s;
-  if (ca->packages != NULL && !res.install_error && !res.input_error && !res.sandbox_lost)
-    remember_packages(c->session, lang, ca->packages);
-  c->result = call_tool_result(c->ctx->cfg, &res);
+  if (call_with_packages(c, lang, ca, &req, &cs, &res, started) < 0)
+    return finish(c, &cs, false);
+  call_result_to_client(c, lang, ca, &res);
   bool cancelled = res.cancelled;
-  if (c->result == NULL)
-    rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
-  else
-    res.files_bytes = results_add_outputs(c);
   account(c, ca, &res, result_outcome(&res), started);
   call_result_free(&res);
   return finish(c, &cs, cancelled);
@@ -392,7 +463,16 @@ static int run_code(struct rpc_call *c, const struct lang *lang, const cJSON *ar
   int64_t started = now_ms();
   struct code_args ca;
   mcp_error_t err = NULL;
-  if (code_args_parse(c->ctx->cfg, lang, args, &ca, &err) < 0) {
+  enum task_plan plan = tasks_plan(c->ctx->cfg, c->modern, c->modern && tasks_declared(c->params), args);
+  if (plan == TASK_NEEDS_EXTENSION) {
+    char what[200];
+    snprintf(what, sizeof(what),
+             "timeout_seconds above %d runs only as a task (declare " TASKS_EXTENSION
+             ") or as a background run (background: true)",
+             c->ctx->cfg->timeout_max);
+    return tasks_missing_extension(c, what);
+  }
+  if (code_args_parse_task(c->ctx->cfg, lang, args, plan == TASK_CREATE, &ca, &err) < 0) {
     char sentence[400];
     snprintf(sentence, sizeof(sentence), "Invalid arguments: %s.", mcp_error_public(err));
     mcp_error_release(&err);
@@ -424,6 +504,10 @@ int tools_call(struct rpc_call *c) {
     return run_code(c, lang, args);
   if (c->modern && strcmp(name->valuestring, CLOSE_SANDBOX) == 0)
     return handles_close(c, args);
+  if (strcmp(name->valuestring, GET_RUN) == 0)
+    return run_tools_get(c, args);
+  if (strcmp(name->valuestring, CANCEL_RUN) == 0)
+    return run_tools_cancel(c, args);
   return rpc_fail(c, RPC_INVALID_PARAMS, "Unknown tool: %.100s", name->valuestring);
 }
 

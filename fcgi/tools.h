@@ -35,17 +35,38 @@ struct code_args {
   const cJSON *files;
   const char *sandbox; /* the `sandbox` argument, or NULL */
   int timeout_s;
+  bool persistent;                        /* in the sandbox's persistent interpreter */
+  bool reset;                             /* end that interpreter first */
+  bool background;                        /* a background run: the call returns its id at once */
+  bool task;                              /* ... as a task (fcgi/tasks.h): the call returns a CreateTaskResult */
   bool egress_given;                      /* the call narrowed its egress policy ... */
   char egress_allow[EGRESS_LIST_MAX + 1]; /* ... to these hosts (fcgi/egress.h) */
 };
 /* 0, or MCP_ERR_INVALID with a sentence for the client. */
 int code_args_parse(const struct mcp_config *cfg, const struct lang *lang, const cJSON *args, struct code_args *out,
                     mcp_error_t *err);
+/* The same; task: the call runs as a task (a background run, whatever its
+ * `background` says). */
+int code_args_parse_task(const struct mcp_config *cfg, const struct lang *lang, const cJSON *args, bool task,
+                         struct code_args *out, mcp_error_t *err);
 /* The CallToolResult of a finished call, whatever its language. */
 cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *r);
 /* A CallToolResult with isError and one sentence. */
 cJSON *tool_error_result(const char *sentence);
 /* Add what the call left in output/ to c->result; returns the bytes inlined. */
 uint64_t results_add_outputs(struct rpc_call *c);
+/* The CallToolResult of a background start: the run's id and status. */
+cJSON *run_started_result(const struct mcp_config *cfg, const struct call_result *r);
+/* The sentence for a call the executor refused (call_result.refused). */
+const char *refused_sentence(const char *why);
+/* get_run and cancel_run (run_tools.c): 0 with c->result set. */
+int run_tools_get(struct rpc_call *c, const cJSON *args);
+int run_tools_cancel(struct rpc_call *c, const cJSON *args);
+/* The files an ended run left in output/, into c->result (a CallToolResult
+ * with structuredContent): collected once, then kept with the run. */
+struct run;
+void run_tools_add_files(struct rpc_call *c, struct run *r);
+#define GET_RUN "get_run"
+#define CANCEL_RUN "cancel_run"
 
 #endif

@@ -53,6 +53,9 @@ int runsc_cmdline_init(struct runsc_cmdline *c, const struct mcp_config *cfg);
 /* Call in a subreaper that owns no other children: runsc commands then
  * also reap the sandbox processes as soon as they exit. */
 void runsc_set_reaper(bool on);
+/* The runsc sandbox process of a container, from its state file; -1 when
+ * it is not known (yet). */
+pid_t runsc_sandbox_pid(const struct mcp_config *cfg, const char *container_id);
 /* Remove a container left behind, whatever its state. */
 int runsc_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err);
 

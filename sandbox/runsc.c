@@ -28,6 +28,11 @@ int runsc_cmdline_init(struct runsc_cmdline *c, const struct mcp_config *cfg) {
    * so that every command of every container has the same flags. */
   argv_add(&c->argv, "--host-uds=open");
   argv_add(&c->argv, "--oci-seccomp"); /* load the bundle's seccomp policy inside */
+  /* gVisor's own cgroupfs at /sys/fs/cgroup inside (not the host's): the
+   * executor puts each activity (a call, a background run, a persistent
+   * interpreter) in a cgroup of its own, to end exactly its processes
+   * (executor/mcp_executor/cgroups.py). */
+  argv_add(&c->argv, "--cgroupfs");
   argv_add(&c->argv, c->platform);
   /* Without a parent cgroup, runsc must not create per-container ones. */
   if (cfg->cgroup_parent[0] == '\0')
@@ -190,4 +195,21 @@ int sandbox_ctx_init(struct sandbox_ctx *ctx, const struct mcp_config *cfg, cons
   if (snprintf(ctx->dir, sizeof(ctx->dir), "%s", dir) >= (int)sizeof(ctx->dir))
     return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "session folder path");
   return 0;
+}
+
+pid_t runsc_sandbox_pid(const struct mcp_config *cfg, const char *container_id) {
+  char path[PATH_MAX];
+  int n = snprintf(path, sizeof(path), "%s/runsc/%s_sandbox:%s.state", cfg->state_dir, container_id, container_id);
+  if (n < 0 || (size_t)n >= sizeof(path))
+    return -1;
+  cleanup_free char *text = NULL;
+  size_t len = 0;
+  mcp_error_t err = NULL;
+  if (read_file_at(AT_FDCWD, path, 1 << 20, &text, &len, &err) < 0) {
+    mcp_error_release(&err);
+    return -1;
+  }
+  cleanup_cjson cJSON *st = cJSON_ParseWithLength(text, len);
+  const cJSON *pid = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "sandbox"), "pid");
+  return cJSON_IsNumber(pid) && pid->valuedouble > 1 && pid->valuedouble < (1 << 30) ? (pid_t)pid->valuedouble : -1;
 }

@@ -16,6 +16,10 @@
  * without losing the sandbox: the call finishes within its limits and the
  * next responder finds the session as it was.
  *
+ * Background runs (background.h) are its too: they run in the sandbox
+ * beside the calls, their output goes to files, and they outlive the
+ * responder that started them.
+ *
  * It is a child subreaper: runsc's sandbox and gofer processes are
  * reparented to it and reaped at once, which is what makes teardown fast
  * (sandbox/GVISOR.md: ~20 ms instead of ~2 s).
@@ -43,6 +47,7 @@
 #include "common/slots.h"
 #include "common/util.h"
 #include "sandbox/backend.h"
+#include "sandbox/background.h"
 #include "sandbox/cgroups.h"
 #include "sandbox/client.h"
 #include "sandbox/egress.h"
@@ -51,13 +56,19 @@
 
 #define MAX_CLIENTS 32
 #define READY_TIMEOUT_MS 60000
-#define DEADLINE_GRACE_MS 2000
+/* How long after its wall clock (and a cell's interrupt grace) a call has
+ * to answer before the sandbox is restarted: a fork bomb's 128 processes,
+ * killed at the wall clock, took gVisor 1-4 s to tear down at a load of 25,
+ * and the executor's own kill() and wait() calls block meanwhile. */
+#define DEADLINE_GRACE_MS 5000
 #define MAX_QUICK_DEATHS 3
 #define SLOT_RETRY_MS 25
 #define BOOT_RETRY_MS 50 /* how soon a supervisor without a boot slot tries again */
 #define FINAL_FLUSH_MS 2000
-/* How often a running call's host tasks are counted (see check_tasks). */
+/* How often a running call's host tasks are counted (see check_tasks), and
+ * how long the call or run it stops has to answer. */
 #define TASKS_CHECK_MS 250
+#define TASKS_CUT_WAIT_MS 5000
 
 struct client {
   int fd;
@@ -100,15 +111,22 @@ struct sup {
   bool call_orphaned; /* its client went away: finish, discard */
   bool call_accepted; /* the executor took it (A): a loss now is the call's */
   bool call_cancelled;
-  bool call_tasks_cut;      /* stopped near the host-task backstop (check_tasks) */
+  bool tasks_cut;           /* the host-task guard stopped a call or run (check_tasks) ... */
+  bool tasks_cut_answered;  /* ... which has answered: a new sandbox now */
+  int64_t tasks_cut_at;     /* now_ms() of the cut */
   int64_t tasks_checked_at; /* now_ms() of the last count */
   int64_t call_deadline;
   int64_t call_started;
   uint64_t output_limit;
   uint64_t sent_out, sent_err;
   bool quit;
-  int quitter;      /* the client that asked us to quit, -1: a signal */
-  struct egress eg; /* the relay of the calls' network traffic */
+  int quitter;                /* the client that asked us to quit, -1: a signal */
+  struct egress eg;           /* the relay of the calls' network traffic */
+  struct bg_runs runs;        /* the background runs of the sandbox */
+  unsigned interpreters;      /* languages (bg_lang_bit) of the interpreters alive (the last D or d said) */
+  unsigned interpreters_lost; /* ... that died with a sandbox, not yet told to a persistent call */
+  bool call_persistent;
+  unsigned call_lang; /* the call's language (bg_lang_bit) */
 };
 
 static void client_close(struct sup *s, int i) {
@@ -188,6 +206,10 @@ static void exec_close(struct sup *s) {
   s->ready = false;
   s->started = false;
   s->sandbox_pid = -1;
+  s->tasks_cut = s->tasks_cut_answered = false;
+  /* The interpreters die with it; the next persistent call of each language says so. */
+  s->interpreters_lost |= s->interpreters;
+  s->interpreters = 0;
   boot_release(s);
 }
 
@@ -202,30 +224,6 @@ static void sandbox_stop(struct sup *s) {
 static int refresh_dir(struct sup *s, mcp_error_t *err) {
   int r = fd_host_path(s->dirfd, NULL, s->sb.dir, sizeof(s->sb.dir));
   return r < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, -r, "the folder's path") : 0;
-}
-
-/* The sandbox's main host process: the executor (direct backend) or runsc's
- * sandbox process, from the container's state file.  It is our child (we
- * are the subreaper of runsc's processes): reaping it tells that the
- * sandbox died, even while its pipes are still held by dying processes. */
-static pid_t main_pid(struct sup *s) {
-  if (s->sb.pid > 0)
-    return s->sb.pid;
-  char path[PATH_MAX];
-  int n = snprintf(path, sizeof(path), "%s/runsc/%s_sandbox:%s.state", s->cfg.state_dir, s->sb.container_id,
-                   s->sb.container_id);
-  if (n < 0 || (size_t)n >= sizeof(path))
-    return -1;
-  cleanup_free char *text = NULL;
-  size_t len = 0;
-  mcp_error_t err = NULL;
-  if (read_file_at(AT_FDCWD, path, 1 << 20, &text, &len, &err) < 0) {
-    mcp_error_release(&err);
-    return -1;
-  }
-  cleanup_cjson cJSON *st = cJSON_ParseWithLength(text, len);
-  const cJSON *pid = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "sandbox"), "pid");
-  return cJSON_IsNumber(pid) && pid->valuedouble > 1 && pid->valuedouble < (1 << 30) ? (pid_t)pid->valuedouble : -1;
 }
 
 static int sandbox_start(struct sup *s, mcp_error_t *err) {
@@ -258,7 +256,11 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
   s->started = true;
   s->ready = false;
   s->started_at = now_ms();
-  s->sandbox_pid = main_pid(s);
+  /* Its main host process: the executor (direct backend) or runsc's sandbox
+   * process.  It is our child (we are the subreaper of runsc's processes):
+   * reaping it tells that the sandbox died, even while its pipes are still
+   * held by dying processes. */
+  s->sandbox_pid = s->sb.pid > 0 ? s->sb.pid : runsc_sandbox_pid(&s->cfg, s->sb.container_id);
   s->sandbox_gone = false;
   return 0;
 }
@@ -270,41 +272,26 @@ static void fail_waiting(struct sup *s, const char *sentence) {
       client_error(s, i, sentence);
 }
 
-/* The result with what the egress relay adds (the limit it enforced):
- * `{...}` becomes `{...,"egress_limited":true,...}`.  NULL: unchanged. */
-static char *with_egress(const char *json, const char *extra) {
-  size_t n = strlen(json), x = strlen(extra);
-  while (n > 0 && (json[n - 1] == ' ' || json[n - 1] == '\n'))
-    n--;
-  if (x == 0 || n < 2 || json[n - 1] != '}')
+/* A result once the host-task guard has cut (check_tasks): the sandbox is
+ * replaced once the activity it stopped has answered, so a persistent
+ * call's interpreter goes with it.  NULL: unchanged. */
+static char *after_tasks_cut(struct sup *s, const char *json) {
+  if (!s->call_persistent)
     return NULL;
-  char *out = malloc(n + x + 2);
-  if (out != NULL)
-    snprintf(out, n + x + 2, "%.*s%s%s}", (int)(n - 1), json, n > 2 ? "," : "", extra);
-  return out;
-}
-
-/* The executor's answer to the cut of check_tasks says "cancelled": it is
- * the limit's doing, not the client's, so the client gets a result. */
-static char *as_tasks_cut(const char *json) {
   cleanup_cjson cJSON *o = cJSON_Parse(json);
   if (!cJSON_IsObject(o))
-    o = cJSON_CreateObject();
-  if (o == NULL)
     return NULL;
-  cJSON_DeleteItemFromObjectCaseSensitive(o, "cancelled");
-  cJSON_DeleteItemFromObjectCaseSensitive(o, "processes_exceeded");
-  cJSON_AddBoolToObject(o, "processes_exceeded", 1);
+  s->interpreters &= ~s->call_lang; /* told here */
+  cJSON_DeleteItemFromObjectCaseSensitive(o, "state_lost");
+  cJSON_AddBoolToObject(o, "state_lost", 1);
   return cJSON_PrintUnformatted(o);
 }
 
 static void send_call_result(struct sup *s, const char *json) {
-  char extra[160];
-  cleanup_free char *cut = s->call_tasks_cut ? as_tasks_cut(json) : NULL;
+  cleanup_free char *cut = s->tasks_cut ? after_tasks_cut(s, json) : NULL;
   if (cut != NULL)
     json = cut;
-  egress_call_end(&s->eg, extra, sizeof(extra));
-  cleanup_free char *merged = with_egress(json, extra);
+  cleanup_free char *merged = egress_call_end(&s->eg, json);
   if (merged != NULL)
     json = merged;
   if (s->call >= 0 && !s->call_orphaned)
@@ -317,14 +304,6 @@ static void send_call_result(struct sup *s, const char *json) {
   s->call_active = false;
   s->call_orphaned = false;
   slot_release(&s->slots);
-  if (s->call_tasks_cut && s->started) {
-    /* gVisor keeps the host tasks a fork bomb made it create (its ptrace
-     * stubs) after the bomb is gone: a new sandbox for the next call, with
-     * the same workspace, rather than one that cuts every call. */
-    fprintf(stderr, "mcp-sandboxd %s: restarting the sandbox to release its host tasks\n", s->sb.id);
-    sandbox_stop(s);
-  }
-  s->call_tasks_cut = false;
 }
 
 /* Under ptrace every process of the sandbox is backed by host tasks, and
@@ -332,11 +311,15 @@ static void send_call_result(struct sup *s, const char *json) {
  * them: a fork bomb held at its process limit makes the sandbox's host
  * tasks grow for as long as it runs, until the pids backstop kills the
  * whole sandbox (sandbox/GVISOR.md).  Counted every TASKS_CHECK_MS while a
- * call runs; at 3/4 of sandbox_pids the call is stopped (as a cancel
- * would, reported as processes_exceeded) while the sandbox still lives. */
+ * call or a run runs; at 3/4 of sandbox_pids the executor stops the one
+ * whose processes are the most (P: its result says processes_exceeded)
+ * while the sandbox still lives.  gVisor keeps those host tasks after the
+ * bomb is gone: once it has answered (or TASKS_CUT_WAIT_MS passed), a new
+ * sandbox with the same workspace replaces this one (replace_after_cut),
+ * rather than one that cuts every call. */
 static void check_tasks(struct sup *s) {
   int64_t now = now_ms();
-  if (!s->call_active || !s->started || s->call_tasks_cut || s->call_cancelled || s->cfg.sandbox_pids <= 0 ||
+  if (!s->ready || s->tasks_cut || s->cfg.sandbox_pids <= 0 || (!s->call_active && bg_runs_active(&s->runs) == 0) ||
       now - s->tasks_checked_at < TASKS_CHECK_MS)
     return;
   s->tasks_checked_at = now;
@@ -348,18 +331,21 @@ static void check_tasks(struct sup *s) {
   }
   if (tasks < (uint64_t)s->cfg.sandbox_pids / 4 * 3)
     return;
-  fprintf(stderr, "mcp-sandboxd %s: the call's processes hold %llu host tasks of %d; stopping the call\n", s->sb.id,
-          (unsigned long long)tasks, s->cfg.sandbox_pids);
-  s->call_tasks_cut = true;
-  frame_write(s->exec_in, FRAME_CANCEL, NULL, 0);
+  fprintf(stderr, "mcp-sandboxd %s: the sandbox holds %llu host tasks of %d; stopping the call or run at fault\n",
+          s->sb.id, (unsigned long long)tasks, s->cfg.sandbox_pids);
+  s->tasks_cut = true;
+  s->tasks_cut_at = now;
+  frame_write(s->exec_in, FRAME_PROCESSES, NULL, 0);
 }
 
-/* The sandbox died or overran: end the call with what we know.  A call the
- * executor had not yet accepted never ran (the sandbox was killed from
- * outside between calls, and we learnt it only when the request was on its
- * way): it stays queued, once, for the next sandbox. */
-static void sandbox_lost(struct sup *s, bool deadline) {
-  METRIC_INC(sandboxes_lost);
+/* The sandbox died or overran (lost), or is replaced: end the call and the
+ * runs with what we know.  A call the executor had not yet accepted never
+ * ran (the sandbox was killed from outside between calls, and we learnt it
+ * only when the request was on its way): it stays queued, once, for the
+ * next sandbox. */
+static void sandbox_end(struct sup *s, bool deadline, bool lost) {
+  if (lost)
+    METRIC_INC(sandboxes_lost);
   struct client *c = s->call >= 0 ? &s->clients[s->call] : NULL;
   if (c != NULL && s->call_active && !deadline && !s->call_accepted && !s->call_orphaned && !s->call_cancelled &&
       c->fd >= 0 && c->has_request && !c->retried) {
@@ -369,26 +355,46 @@ static void sandbox_lost(struct sup *s, bool deadline) {
     s->call = -1;
     s->call_active = false;
     slot_release(&s->slots);
-  } else if (s->call_active) {
+    bg_runs_lost(&s->runs, false);
+  } else if (s->call_active || bg_runs_active(&s->runs) > 0) {
     /* The memory backstop kills the whole sandbox: its cgroup (gone after
      * the destroy below) says whether that is what happened. */
     uint64_t ooms = 0;
     mcp_error_t err = NULL;
     if (cgroups_oom_kills(&s->cfg, s->sb.container_id, &ooms, &err) < 0)
       mcp_error_log_release(&err, "mcp-sandboxd: oom count");
-    char json[320];
+    /* The call's persistent interpreter dies with the sandbox: its state is lost. */
+    bool state_lost = s->call_active && s->call_persistent;
+    if (state_lost)
+      s->interpreters &= ~s->call_lang; /* told here */
+    char json[360];
     snprintf(json, sizeof(json),
              "{\"exit_code\":137,\"timed_out\":%s,\"sandbox_lost\":true,\"memory_exceeded\":%s,"
-             "\"duration_ms\":%lld,\"stdout_bytes\":%llu,\"stderr_bytes\":%llu}",
+             "\"duration_ms\":%lld,\"stdout_bytes\":%llu,\"stderr_bytes\":%llu%s}",
              deadline ? "true" : "false", ooms > 0 ? "true" : "false", (long long)(now_ms() - s->call_started),
-             (unsigned long long)s->sent_out, (unsigned long long)s->sent_err);
-    send_call_result(s, json);
+             (unsigned long long)s->sent_out, (unsigned long long)s->sent_err,
+             state_lost ? ",\"persistent\":true,\"state_lost\":true" : "");
+    if (s->call_active)
+      send_call_result(s, json);
+    bg_runs_lost(&s->runs, ooms > 0);
   }
-  if (now_ms() - s->started_at < 5000)
+  if (lost && now_ms() - s->started_at < 5000)
     s->quick_deaths++;
-  else
+  else if (lost)
     s->quick_deaths = 0;
   sandbox_stop(s);
+}
+
+static void sandbox_lost(struct sup *s, bool deadline) { sandbox_end(s, deadline, true); }
+
+/* After the host-task guard's cut (check_tasks), once the call or run it
+ * stopped has answered (or TASKS_CUT_WAIT_MS passed): a new sandbox, the
+ * same workspace; what still ran in this one is lost. */
+static void replace_after_cut(struct sup *s) {
+  if (!s->tasks_cut || !s->started || (!s->tasks_cut_answered && now_ms() - s->tasks_cut_at < TASKS_CUT_WAIT_MS))
+    return;
+  fprintf(stderr, "mcp-sandboxd %s: a new sandbox, to release the host tasks\n", s->sb.id);
+  sandbox_end(s, false, false);
 }
 
 static uint64_t json_u64(const cJSON *o, const char *key, uint64_t dflt) {
@@ -407,9 +413,14 @@ static void start_call(struct sup *s, int i) {
   s->call_orphaned = false;
   s->call_accepted = false;
   s->call_cancelled = false;
-  s->call_tasks_cut = false;
   s->call_started = now_ms();
-  s->call_deadline = s->call_started + (int64_t)timeout_ms + DEADLINE_GRACE_MS;
+  /* A persistent cell is interrupted first, and killed after a grace. */
+  s->call_persistent = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "persistent"));
+  s->call_lang = bg_lang_bit(req);
+  if (bg_mark_interpreter_lost(req, &s->interpreters_lost))
+    buf_replace_json(&c->request, req);
+  s->call_deadline =
+      s->call_started + (int64_t)timeout_ms + DEADLINE_GRACE_MS + (int64_t)json_u64(req, "interrupt_grace_ms", 0);
   c->slot_deadline = 0;
   /* The session's id is the name of its folder (it moved from pool/). */
   mcp_error_t err = NULL;
@@ -500,11 +511,29 @@ static void forward_output(struct sup *s, const struct frame *f) {
     client_send(s, s->call, f->type, f->payload, take);
 }
 
+/* Which persistent interpreters the executor keeps (its D and d frames
+ * say); a result of the activity the host-task guard stopped. */
+static void note_result(struct sup *s, const char *json, size_t len) {
+  cleanup_cjson cJSON *res = cJSON_ParseWithLength(json, len);
+  const cJSON *langs = cJSON_GetObjectItemCaseSensitive(res, "interpreters");
+  if (cJSON_IsArray(langs)) {
+    s->interpreters = 0;
+    const cJSON *l;
+    cJSON_ArrayForEach(l, langs) {
+      if (cJSON_IsString(l))
+        s->interpreters |= bg_lang_bit_of(l->valuestring);
+    }
+  }
+  if (s->tasks_cut && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "processes_exceeded")))
+    s->tasks_cut_answered = true;
+}
+
 static void on_exec_frame(struct sup *s, const struct frame *f) {
   switch (f->type) {
   case FRAME_READY:
     s->ready = true;
     boot_release(s);
+    bg_runs_send(&s->runs, s->exec_in, &s->interpreters_lost);
     for (int i = 0; i < MAX_CLIENTS; i++)
       if (s->clients[i].fd >= 0 && s->clients[i].wants_ready) {
         s->clients[i].wants_ready = false;
@@ -521,8 +550,17 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
   case FRAME_DONE:
     if (s->call_active) {
       cleanup_free char *json = xstrndup(f->payload, f->len);
+      note_result(s, f->payload, f->len);
       send_call_result(s, json ? json : "{}");
     }
+    break;
+  case FRAME_RUN_DONE:
+    if (f->len > 0)
+      note_result(s, f->payload + 1, f->len - 1);
+    /* fall through */
+  case FRAME_RUN_STDOUT:
+  case FRAME_RUN_STDERR:
+    bg_runs_on_frame(&s->runs, f);
     break;
   default:
     break; /* nothing else is expected from the executor */
@@ -574,10 +612,36 @@ static void cancel_call(struct sup *s, const char *id, size_t len) {
   }
 }
 
+/* A request with "background": a run of ours from now on (background.h),
+ * answered at once. */
+static bool start_run(struct sup *s, int i, const struct frame *f) {
+  cleanup_cjson cJSON *req = cJSON_ParseWithLength(f->payload, f->len);
+  if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "background")))
+    return false;
+  const cJSON *tok = cJSON_GetObjectItemCaseSensitive(req, "token");
+  mcp_error_t err = NULL;
+  if (refresh_dir(s, &err) < 0)
+    mcp_error_release(&err);
+  const char *slash = strrchr(s->sb.dir, '/');
+  char answer[400];
+  int type = FRAME_ERROR;
+  bg_run_start(&s->runs, slash != NULL ? slash + 1 : s->sb.dir, cJSON_IsString(tok) ? tok->valuestring : "", f->payload,
+               f->len, &type, answer, sizeof(answer));
+  client_send(s, i, type, answer, strlen(answer));
+  if (s->ready)
+    bg_runs_send(&s->runs, s->exec_in, &s->interpreters_lost);
+  return true;
+}
+
 static void on_client_frame(struct sup *s, int i, const struct frame *f) {
   struct client *c = &s->clients[i];
   switch (f->type) {
+  case FRAME_RUN_CANCEL:
+    bg_run_cancel(&s->runs, f->payload, f->len, s->ready ? s->exec_in : -1);
+    break;
   case FRAME_REQUEST: {
+    if (start_run(s, i, f))
+      return;
     if (c->has_request || (s->call_active && s->call == i)) {
       client_error(s, i, "A call is already running on this connection.");
       return;
@@ -746,6 +810,9 @@ static int loop(struct sup *s) {
     } else if (waiting_for_slots(s)) {
       timeout = SLOT_RETRY_MS;
     }
+    int64_t run_deadline = bg_runs_deadline(&s->runs);
+    if (run_deadline > 0 && run_deadline - now < timeout)
+      timeout = run_deadline - now <= 0 ? 0 : (int)(run_deadline - now);
     int eg_timeout = egress_timeout_ms(&s->eg);
     if (eg_timeout >= 0 && eg_timeout < timeout)
       timeout = eg_timeout;
@@ -772,10 +839,14 @@ static int loop(struct sup *s) {
       }
     }
     check_tasks(s);
+    replace_after_cut(s);
     now = now_ms();
     if (s->call_active && now >= s->call_deadline) {
       fprintf(stderr, "mcp-sandboxd %s: the call overran its deadline; restarting the sandbox\n", s->sb.id);
       sandbox_lost(s, true);
+    } else if (s->started && bg_runs_overran(&s->runs, now)) {
+      fprintf(stderr, "mcp-sandboxd %s: a background run overran its deadline; restarting the sandbox\n", s->sb.id);
+      sandbox_lost(s, false);
     } else if (s->started && !s->ready && now - s->started_at >= READY_TIMEOUT_MS) {
       fprintf(stderr, "mcp-sandboxd %s: the executor did not become ready\n", s->sb.id);
       s->quick_deaths = MAX_QUICK_DEATHS;
@@ -825,6 +896,7 @@ static int setup(struct sup *s, const char *dir, mcp_error_t *err) {
   id[strcspn(id, "\n")] = '\0';
   if (sandbox_ctx_init(&s->sb, &s->cfg, id, dir, err) < 0)
     return -1;
+  bg_runs_init(&s->runs, &s->cfg, s->dirfd);
 
   s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s->listen_fd < 0)

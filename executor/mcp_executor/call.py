@@ -1,73 +1,73 @@
-"""One call in flight: its request goes to a spare; its output is forwarded
-as O and E frames up to the output limit; a timeout, a cancel (K) or the
-child's end kills everything the call started; then the result goes to the
-supervisor as the D frame.
+"""A call in a fresh process, one activity among those the executor runs
+at once (main.py): the call of an R frame (the foreground) or a
+background run (a G frame).  Its request goes to a spare; its output is
+forwarded as frames up to its output limit; a timeout, a cancel or the
+child's end kills everything it started (processes.end_processes); then
+its result is the D frame (d for a run).  It never blocks: main.py's
+loop selects on its descriptors and calls poll().
 """
 
 import json
 import os
-import select
 import signal
-import socket
 import time
 
 from . import status
-from .processes import kill_everything, reap_others
-from .protocol import CANCEL, DONE, STDERR, STDOUT, Stream, write_frame
+from .processes import end_processes, exit_of
+from .protocol import DONE, RUN_DONE, RUN_STDERR, RUN_STDOUT, STDERR, STDOUT, Stream, write_frame
 from .spare import drop_spares, take_spare
 
 DRAIN_MS = 500  # output still read after the call's end
 
 
-def run_call(st, req, payload, reader, wake_r):
-    """Run req (payload: its frame) to its end and send its D frame.
-    Returns the child's Status (learned modules, changed packages)."""
-    t0 = time.monotonic()
-    timeout = max(0.1, int(req.get("timeout_ms") or 60000) / 1000.0)
-    limit = int(req.get("output_limit") or (1 << 20))
-    payload = with_relay(st, req, payload)
-    spare = take_spare(st, req)
-    if req.get("language") == "javascript":
-        st.js_template = req
-    try:
-        spare.start(req, payload)
-    except OSError:
-        pass  # it died: the wait below sees that
-    drop_spares(st)
-    watch = Watch(st.args, spare, limit, reader, wake_r, st.relay)
-    watch.wait(t0 + timeout)
-    said = watch.finish()
-    write_frame(DONE, json.dumps(result(st.args, req, watch, said, t0, limit)).encode())
-    return said
+def timeout_of(req):
+    return max(0.1, int(req.get("timeout_ms") or 60000) / 1000.0)
 
 
-def with_relay(st, req, payload):
-    """A call with egress: the relay listens, and the request (the
-    payload the spare gets) says on which port."""
-    egress = req.get("egress")
-    if not isinstance(egress, dict) or st.args.direct:
-        req.pop("egress", None)
-        return payload
-    port = st.relay.ensure()
-    if not port:
-        req.pop("egress", None)
-    else:
-        egress["port"] = port
-    return json.dumps(req).encode()
+def output_kinds(tag):
+    """The frame types (and payload prefix) of an activity's output: the
+    foreground's O, E, D; run n's o, e, d with the byte n first."""
+    if tag is None:
+        return STDOUT, STDERR, DONE, b""
+    return RUN_STDOUT, RUN_STDERR, RUN_DONE, bytes([tag])
 
 
-class Watch:
-    """The executor's side of a running call: the child's pipes, its end,
-    and the frames that come meanwhile."""
+def send_done(tag, res):
+    """The activity's result frame."""
+    _, _, kind, prefix = output_kinds(tag)
+    write_frame(kind, json.dumps(res).encode(), prefix)
 
-    def __init__(self, args, spare, limit, reader, wake_r, relay):
-        self.args = args
-        self.relay = relay
+
+class Call:
+    """One call's child: its pipes, its end, and its deadline."""
+
+    def __init__(self, st, req, payload, tag=None, cgroup=None, keep=()):
+        """tag: None for the foreground call, the run's number for a run;
+        cgroup, keep: another activity's cgroup to run in, and the
+        processes of it that this call's end spares (persistent.py)."""
+        self.st = st
+        self.req = req
+        self.tag = tag
+        self.cgroup = cgroup or ("call" if tag is None else "run-%d" % tag)
+        self.keep = keep
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + timeout_of(req)
+        self.limit = int(req.get("output_limit") or (1 << 20))
+        self.finished = False
+        st.cgroups.make(self.cgroup)
+        spare = take_spare(st, req, self.cgroup)
+        if req.get("language") == "javascript" and tag is None:
+            st.js_template = req
+        try:
+            spare.start(req, payload)
+        except OSError:
+            pass  # it died: poll() sees that
+        drop_spares(st)
         self.pid = spare.pid
-        self.reader = reader
-        self.wake_r = wake_r
-        self.stdout = Stream(spare.out_r, STDOUT, limit)
-        self.stderr = Stream(spare.err_r, STDERR, limit)
+        st.tracked.add(self.pid)
+        out_kind, err_kind, _, prefix = output_kinds(tag)
+        self.stdout = Stream(spare.out_r, out_kind, self.limit, prefix)
+        self.stderr = Stream(spare.err_r, err_kind, self.limit, prefix)
         self.streams = {spare.out_r: self.stdout, spare.err_r: self.stderr}
         self.open_fds = set(self.streams)
         self.st_r = spare.st_r
@@ -76,13 +76,33 @@ class Watch:
         self.status = None  # the child's wait status
         self.rusage = None
         self.reported = None  # (cpu_ms, max_rss_kb) from the child's done line
-        self.timed_out = self.cancelled = False
+        self.timed_out = self.cancelled = self.processes_exceeded = False
         self.killed_at = None
+
+    def fds(self):
+        return list(self.open_fds) + ([self.st_r] if self.status is None else [])
+
+    def spared(self):
+        """The processes of its cgroup that its end spares."""
+        return self.keep
 
     def over(self):
         """The call is over: nothing it started may outlive it."""
-        kill_everything(self.args, self.pid)
+        end_processes(self.st, self, pgid=self.pid, keep=self.keep)
         self.killed_at = time.monotonic()
+
+    def cancel(self):
+        self.stop("cancelled")
+
+    def cut(self):
+        """The host-task guard stops it (its processes are the bomb)."""
+        self.stop("processes_exceeded")
+
+    def stop(self, why):
+        """Stopped from outside (why: the result's flag that says so)."""
+        if self.status is None and not getattr(self, why):
+            setattr(self, why, True)
+            end_processes(self.st, self, pgid=self.pid, keep=self.keep, stop=True)
 
     def check_end(self):
         """Whether the child said it is done, or has exited."""
@@ -94,76 +114,48 @@ class Watch:
                 self.status, self.reported = done[0] << 8, done[1:]
                 self.over()
         if self.status is None:
-            try:
-                p, wstatus, ru = os.wait4(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                p, wstatus, ru = self.pid, 0, None
-            if p == self.pid:
-                self.status, self.rusage = wstatus, ru
+            end = exit_of(self.st, self.pid)
+            if end is not None:
+                self.status, self.rusage = end
                 self.over()
 
-    def wait(self, deadline):
-        """Forward output until the call is over and its pipes are drained
-        (or DRAIN_MS have passed since); kill it at the deadline."""
-        while True:
-            self.check_end()
-            now = time.monotonic()
-            if self.status is not None and (not self.open_fds or now - self.killed_at > DRAIN_MS / 1000.0):
-                return
-            if self.status is None and now >= deadline and not self.timed_out:
-                self.timed_out = True
-                kill_everything(self.args, self.pid)
-            wait = 0.05 if self.status is not None else max(0.0, min(deadline - now, 1.0))
-            fds = list(self.open_fds) + [self.wake_r, 0] + ([self.st_r] if self.status is None else [])
-            relay_r, relay_w = self.relay.select_sets()
-            try:
-                ready, writable, _ = select.select(fds + relay_r, relay_w, [], wait)
-            except InterruptedError:
-                continue
-            socks = [s for s in ready if isinstance(s, socket.socket)]
-            if socks or writable:
-                self.relay.on_ready(socks, writable)
-            for fd in ready:
-                if not isinstance(fd, socket.socket):
-                    self.on_ready(fd)
+    def wait_seconds(self, now):
+        """How long the loop may sleep before this call needs looking at."""
+        if self.status is not None:
+            return 0.05
+        return max(0.0, min(self.deadline - now, 1.0))
+
+    def poll(self, now):
+        """Advance: the child's end, the deadline, the drain.  True once
+        the call is over and its pipes are drained (or DRAIN_MS passed)."""
+        self.check_end()
+        if self.status is not None and (not self.open_fds or now - self.killed_at > DRAIN_MS / 1000.0):
+            return True
+        if self.status is None and now >= self.deadline and not self.timed_out:
+            self.timed_out = True
+            end_processes(self.st, self, pgid=self.pid, keep=self.keep, stop=True)
+        return False
 
     def on_ready(self, fd):
-        if fd == self.wake_r:
-            try:
-                os.read(self.wake_r, 4096)
-            except OSError:
-                pass
-        elif fd == self.st_r:
+        if fd == self.st_r:
             status.read(self.st_r, self.st_buf)
-        elif fd == 0:
-            self.on_frames()
-        elif not self.streams[fd].pump():
+        elif fd in self.streams and not self.streams[fd].pump():
             self.open_fds.discard(fd)
             os.close(fd)
 
-    def on_frames(self):
-        """Frames from the supervisor while the call runs: K cancels it."""
-        if not self.reader.fill():
-            kill_everything(self.args, self.pid)
-            os._exit(0)
-        while True:
-            frame = self.reader.next()
-            if frame is None:
-                return
-            if frame[0] == CANCEL and self.status is None:
-                self.cancelled = True
-                kill_everything(self.args, self.pid)
-
     def finish(self):
-        """Close the pipes, reap, and read what the child said."""
+        """Close the pipes, read what the child said; the result (the D
+        frame's JSON) and the child's Status."""
         for fd in self.open_fds:
             os.close(fd)
-        self.relay.end_call()
-        reap_others()
+        self.open_fds = set()
+        self.st.tracked.discard(self.pid)
+        self.st.exited.pop(self.pid, None)
         status.read(self.st_r, self.st_buf)
         said = status.parse(self.st_buf)
         os.close(self.st_r)
-        return said
+        self.finished = True
+        return result(self.st.args, self.req, self, said, self.t0, self.limit), said
 
 
 def result(args, req, watch, said, t0, limit):
@@ -182,6 +174,7 @@ def result(args, req, watch, said, t0, limit):
         "duration_ms": int((time.monotonic() - t0) * 1000),
         "timed_out": watch.timed_out,
         "cancelled": watch.cancelled,
+        "processes_exceeded": watch.processes_exceeded,
         "memory_error": v8_out_of_memory or said.memory_error,
         "stdout_bytes": watch.stdout.total,
         "stderr_bytes": watch.stderr.total,
@@ -207,8 +200,9 @@ def exit_fields(req, watch):
     # RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL at the hard one.
     cpu_limit = int(req.get("cpu_seconds") or 0)
     used = (watch.rusage.ru_utime + watch.rusage.ru_stime) if watch.rusage is not None else 0
-    cpu_exceeded = sig == signal.SIGXCPU or (sig == signal.SIGKILL and not watch.timed_out and not watch.cancelled
-                                             and cpu_limit > 0 and used >= cpu_limit - 0.1)
+    stopped = watch.timed_out or watch.cancelled or watch.processes_exceeded
+    cpu_exceeded = sig == signal.SIGXCPU or (sig == signal.SIGKILL and not stopped and cpu_limit > 0
+                                             and used >= cpu_limit - 0.1)
     return {"exit_code": 128 + sig, "signal": sig, "cpu_exceeded": cpu_exceeded}
 
 

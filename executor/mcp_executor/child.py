@@ -8,6 +8,7 @@ import os
 from . import status
 from .limits import enter_call
 from .node_call import run_javascript
+from .packages import add_user_site, call_folder, copy_node_modules, install_packages
 from .python_call import run_python
 
 
@@ -23,9 +24,30 @@ def run_child(st, req, out_w, err_w, status_w):
         status.write(status.INPUT_FAILED)
         os.write(2, ("cannot write the input files: %s\n" % (e,)).encode())
         os._exit(126)
+    if req.get("prepare_only"):
+        prepare(st, req)  # a persistent cell's files and packages (persistent.py)
     if req.get("language") == "javascript":
         run_javascript(st.args, req)
     run_python(st, req)
+
+
+def prepare(st, req):
+    """Install the call's packages as run_python and run_javascript would,
+    then exit without running any code (does not return)."""
+    if req.get("language") == "javascript":
+        if req.get("npm_stage"):
+            try:
+                copy_node_modules(st.args.workdir, req["npm_stage"], call_folder(req))
+            except Exception as e:
+                os.write(2, ("package installation failed: %s\n" % (e,)).encode())
+                status.write(status.INSTALL_FAILED)
+                os._exit(125)
+        os._exit(0)
+    user_site = add_user_site()
+    if req.get("packages") and not install_packages(req["packages"], user_site, call_folder(req)):
+        status.write(status.INSTALL_FAILED)
+        os._exit(125)
+    os._exit(0)
 
 
 def write_inputs(files):

@@ -1,18 +1,26 @@
 """The executor's main loop: start up (preload, the first spares, the Y
-frame), then for each request frame accept it (A), run it, and between
-calls import what the last one learned and fork the next spares.
+frame), then serve the frames of fd 0 as they come, with several
+activities at once: the call of the R frame (the foreground: one at a
+time, accepted with A, answered with D), background runs (G frames,
+answered with d when they end, ended early by C) and the persistent
+interpreters between their cells.  Between foreground calls it imports
+what the last one learned and forks the next spares.
 """
 
 import json
 import os
 import select
 import signal
+import socket
 import sys
+import time
 
-from .call import run_call
+from .call import Call, send_done
 from .limits import set_dumpable
-from .processes import clear_scratch, sweep
-from .protocol import ACCEPTED, DONE, READY, REQUEST, FrameReader, write_frame
+from .persistent import Interpreter, Cell
+from .processes import clear_scratch, reap, sweep
+from .protocol import (ACCEPTED, CANCEL, DONE, PROCESSES, READY, REQUEST, RUN_CANCEL, RUN_DONE, RUN_START,
+                       FrameReader, write_frame)
 from .spare import prepare_spare
 from .state import Args, State
 
@@ -30,31 +38,224 @@ def main():
     import_modules(st, st.args.preload)
     prepare_spare(st)
     write_frame(READY, json.dumps({"python": sys.version.split()[0], "preloaded": sorted(st.preloaded)}).encode())
-    serve(st, FrameReader(0), wake_r)
+    Loop(st, FrameReader(0), wake_r).serve()
 
 
-def serve(st, reader, wake_r):
-    """Run the requests that come on fd 0, one at a time, until its end."""
-    while True:
-        frame = reader.next()
-        if frame is None:
-            if not reader.fill():
+def with_relay(st, req, payload):
+    """A call with egress: the relay listens, and the request (the
+    payload the spare gets) says on which port."""
+    egress = req.get("egress")
+    if not isinstance(egress, dict) or st.args.direct:
+        req.pop("egress", None)
+        return payload
+    port = st.relay.ensure()
+    if not port:
+        req.pop("egress", None)
+    else:
+        egress["port"] = port
+    return json.dumps(req).encode()
+
+
+class Loop:
+    """The frames of fd 0 and every activity's descriptors, in one select."""
+
+    def __init__(self, st, reader, wake_r):
+        self.st = st
+        self.reader = reader
+        self.wake_r = wake_r
+        self.lost = set()  # languages whose interpreter died between two calls
+
+    def serve(self):
+        while True:
+            self.frames()
+            self.step()
+
+    # ---- frames ----
+
+    def frames(self):
+        """Every whole frame buffered so far."""
+        while True:
+            frame = self.reader.next()
+            if frame is None:
                 return
-            continue
-        kind, payload = frame
-        if kind != REQUEST:
-            continue
+            kind, payload = frame
+            if kind == REQUEST and self.st.foreground is None:
+                self.start(payload, None)
+            elif kind == CANCEL and self.st.foreground is not None:
+                self.st.foreground.cancel()
+            elif kind == RUN_START:
+                self.start(payload, "run")
+            elif kind == RUN_CANCEL and payload and payload[0] in self.st.runs:
+                self.st.runs[payload[0]].cancel()
+            elif kind == PROCESSES:
+                self.cut()
+
+    def cut(self):
+        """The supervisor's host-task guard (sandbox/supervisor.c): the
+        sandbox's host tasks near their backstop, which a fork bomb's
+        failed forks keep growing.  The call or run with the most
+        processes is stopped (its result says processes_exceeded)."""
+        acts = [act for _, act in self.activities() if not act.finished]
+        if not acts:
+            return
+        if self.st.cgroups.ok:
+            acts.sort(key=lambda act: len(self.st.cgroups.members(act.cgroup)), reverse=True)
+        acts[0].cut()
+
+    def refuse(self, tag, why):
+        res = {"exit_code": 126, "refused": why, "duration_ms": 0}
+        if tag is None:
+            write_frame(DONE, json.dumps(res).encode())
+        else:
+            write_frame(RUN_DONE, json.dumps(res).encode(), bytes([tag]))
+
+    def start(self, payload, kind):
+        """Start the activity of an R frame (kind None) or a G frame."""
         try:
             req = json.loads(payload)
         except ValueError:
+            req = None
+        tag = None
+        if kind == "run":
+            tag = req.get("run") if isinstance(req, dict) else None
+            if not isinstance(tag, int) or not 1 <= tag <= 255 or tag in self.st.runs:
+                return
+        if not isinstance(req, dict):
             write_frame(DONE, json.dumps({"exit_code": 126, "error": "bad request"}).encode())
-            continue
-        # From here on a lost sandbox is the call's doing (or its fate);
-        # before it, the supervisor may hand the call to a new sandbox.
-        write_frame(ACCEPTED, b"")
-        said = run_call(st, req, payload, reader, wake_r)
-        sweep(st.args)
-        if said.packages_changed and st.preloaded:
+            return
+        if tag is None:
+            # From here on a lost sandbox is the call's doing (or its fate);
+            # before it, the supervisor may hand the call to a new sandbox.
+            write_frame(ACCEPTED, b"")
+            payload = with_relay(self.st, req, payload)
+        else:
+            req.pop("egress", None)
+        try:
+            act = self.activity(req, payload, tag)
+        except OSError:
+            act = None
+            self.refuse(tag, "start-failed")
+        except Refused as e:
+            act = None
+            self.refuse(tag, str(e))
+        if act is None:
+            return
+        if tag is None:
+            self.st.foreground = act
+        else:
+            self.st.runs[tag] = act
+
+    def activity(self, req, payload, tag):
+        """A fresh call, or a cell of the language's interpreter."""
+        lang = "javascript" if req.get("language") == "javascript" else "python"
+        interp = self.interpreter(lang)
+        if req.get("reset"):
+            if interp is not None and interp.busy is not None:
+                raise Refused("interpreter-busy")
+            if interp is not None:
+                interp.kill()
+                del self.st.interpreters[lang]
+                interp = None
+            self.lost.discard(lang)  # its end was asked for: no state is lost
+        if not req.get("persistent"):
+            return Call(self.st, req, payload, tag)
+        if interp is not None and interp.busy is not None:
+            raise Refused("interpreter-busy")
+        # interpreter_lost: the supervisor knows it died with an earlier sandbox.
+        lost = lang in self.lost or (bool(req.get("interpreter_lost")) and not req.get("reset"))
+        self.lost.discard(lang)
+        if interp is None:
+            interp = self.st.interpreters[lang] = Interpreter(self.st, req)
+        # A persistent cell holds the sandbox as a call does: no spare beside it.
+        from .spare import drop_spares
+
+        for spare in self.st.spares:
+            spare.kill()
+        drop_spares(self.st)
+        return Cell(self.st, req, payload, tag, interp, state_lost=lost)
+
+    def interpreter(self, lang):
+        """The language's live interpreter, or None (one that died between
+        calls is noted: the next persistent call's state is lost)."""
+        interp = self.st.interpreters.get(lang)
+        if interp is not None and interp.busy is None and not interp.check():
+            del self.st.interpreters[lang]
+            self.lost.add(lang)
+            interp = None
+        return interp
+
+    # ---- the activities ----
+
+    def activities(self):
+        acts = [(None, self.st.foreground)] if self.st.foreground is not None else []
+        return acts + list(self.st.runs.items())
+
+    def step(self):
+        """One select over fd 0, the wake-up pipe, every activity's
+        descriptors and the egress relay; then each activity moves on."""
+        st = self.st
+        now = time.monotonic()
+        acts = self.activities()
+        # Idle (nothing runs): sleep until a frame or a signal comes.
+        timeout = min([act.wait_seconds(now) for _, act in acts] + [1.0]) if acts else None
+        owner = {}
+        for tag, act in acts:
+            for fd in act.fds():
+                owner[fd] = act
+        relay_r, relay_w = st.relay.select_sets() if st.foreground is not None else ([], [])
+        try:
+            ready, writable, _ = select.select(list(owner) + [self.wake_r, 0] + relay_r, relay_w, [], timeout)
+        except InterruptedError:
+            ready, writable = [], []
+        socks = [s for s in ready if isinstance(s, socket.socket)]
+        if socks or writable:
+            st.relay.on_ready(socks, writable)
+        for fd in ready:
+            if isinstance(fd, socket.socket):
+                continue
+            if fd == self.wake_r:
+                drain(self.wake_r)
+            elif fd == 0:
+                if not self.reader.fill():
+                    self.quit()
+            elif fd in owner:
+                owner[fd].on_ready(fd)
+        reap(st)
+        now = time.monotonic()
+        for tag, act in acts:
+            if act.poll(now):
+                self.finish(tag, act)
+        for lang in list(st.interpreters):
+            self.interpreter(lang)
+
+    def finish(self, tag, act):
+        """An activity is over: its result frame, then (the foreground's)
+        what comes between calls."""
+        st = self.st
+        res, said = act.finish()
+        for lang, interp in list(st.interpreters.items()):
+            if not interp.alive and interp.busy is None:
+                del st.interpreters[lang]  # its loss is in this result
+        # The languages whose interpreter lives on: the supervisor tells the
+        # next persistent call of a language whose interpreter died with
+        # the sandbox that its state is lost (interpreter_lost).
+        res["interpreters"] = sorted(lang for lang, i in st.interpreters.items() if i.alive)
+        if tag is None:
+            st.relay.end_call()
+            st.foreground = None
+        else:
+            del st.runs[tag]
+        send_done(tag, res)
+        # What it started is killed; once it has answered, make sure none of
+        # it is left (a fork bomb outruns one kill), before the next spare.
+        sweep(st, act)
+        if tag is None:
+            self.between_calls(said)
+
+    def between_calls(self, said):
+        st = self.st
+        quiet = not st.runs and not any(i.alive for i in st.interpreters.values())
+        if said.packages_changed and st.preloaded and quiet:
             # A preloaded template module could shadow what was just
             # installed: start over as a fresh interpreter (still PID 1),
             # with the same command line (python3 -I -B <folder> ...).
@@ -65,12 +266,33 @@ def serve(st, reader, wake_r):
         # time to leave: a fork keeps gVisor busy for 15-40 ms, and on a
         # small machine that delays the answer on its way out.  A request
         # that comes first is served at once (forking on demand).
-        if not reader.buf and not select.select([0], [], [], SPARE_DELAY)[0]:
+        if not self.reader.buf and not select.select([0], [], [], SPARE_DELAY)[0]:
             prepare_spare(st)  # after the imports: the spare has them too
         # /tmp and /dev/shm do not persist: emptied before the next request
         # is read, after the spare's fork (which the next call waits for
-        # more often than for this).
-        clear_scratch(st.args)
+        # more often than for this), unless a run or an interpreter (whose
+        # files they may be) lives on.
+        if quiet:
+            clear_scratch(st.args)
+
+    def quit(self):
+        """The supervisor is gone: so is everything here."""
+        for _, act in self.activities():
+            act.cancel()
+        for interp in self.st.interpreters.values():
+            interp.kill()
+        os._exit(0)
+
+
+class Refused(Exception):
+    """A call the executor will not start (its word for it: the host says why)."""
+
+
+def drain(fd):
+    try:
+        os.read(fd, 4096)
+    except OSError:
+        pass
 
 
 def import_modules(st, names):

@@ -40,6 +40,7 @@ def read_source(name):
 
 PREAMBLE = read_source("preamble.mjs")
 SPARE = read_source("spare.mjs")
+REPL = read_source("repl.mjs")
 
 
 def write_mcp_file(name, text):
@@ -116,3 +117,18 @@ def start_node_spare(args, template, req_r, out_w, err_w, status_w):
     except OSError:
         pass  # spare.mjs then fails to import it, and says so at the call
     exec_node(template, ["--input-type=module", "-e", SPARE])
+
+
+def start_node_interpreter(args, limits, req_r, out_w, err_w, status_w):
+    """In the persistent JavaScript interpreter's child: become the sandbox
+    user with the interpreter's limits, write the preamble, then become
+    Node.js running repl.mjs, which reads cells on fd 4 and writes status
+    lines on fd 3 (both kept across the exec; does not return)."""
+    req_fd = fcntl.fcntl(req_r, fcntl.F_DUPFD_CLOEXEC, 10)
+    enter_call(args, limits, out_w, err_w, status_w, request_fd=req_fd)
+    os.set_inheritable(status.FD, True)
+    try:
+        write_mcp_file("preamble.mjs", PREAMBLE)
+    except OSError:
+        pass
+    exec_node(limits, ["--input-type=module", "-e", REPL])

@@ -1,7 +1,9 @@
-"""Ending processes: nothing a call starts outlives it.  At its end every
-process in the sandbox but PID 1 is killed (in direct mode, on the host:
-the call's process group only) and reaped; before the next call, whatever
-gVisor has not torn down yet is killed and reaped again.
+"""Ending processes: nothing an activity starts outlives it.  At its end
+every process of the activity is killed (cgroups.py tells which they are;
+in direct mode, on the host: its process group only) and reaped; before
+the next call, whatever gVisor has not torn down yet is killed and reaped
+again.  One reaper (reap) serves the whole executor: it keeps the end of
+the processes whose end matters to someone (st.tracked).
 """
 
 import os
@@ -9,6 +11,7 @@ import signal
 import stat
 import time
 
+from .cgroups import STOP_SECONDS
 from .limits import set_dumpable
 
 SCRATCH = ("/tmp", "/dev/shm")
@@ -17,66 +20,152 @@ DEEP = 32  # a folder deeper than this is moved up and emptied on a later pass
 SWEEP_SECONDS = 3.0  # at most this long killing what a call left, after it
 
 
-def kill_everything(args, pid):
-    """End every process the call (child pid) started, except this one."""
-    if os.getpid() == 1 and not args.direct:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-    else:
-        # Direct mode runs on the host: never kill(-1) there.
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-
-def reap_others():
-    """Reap every child that has exited (without waiting)."""
+def reap(st):
+    """Reap every child that has exited (without waiting).  The wait status
+    and resource usage of the processes the executor tracks (an activity's
+    main process, an interpreter, a spare: st.tracked) are kept in
+    st.exited for their owner; every other child is an orphan PID 1
+    adopted, or a process of an activity already ended."""
     while True:
         try:
-            p, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status, ru = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
-        if p == 0:
+        if pid == 0:
             return
+        if pid in st.tracked:
+            st.exited[pid] = (status, ru)
 
 
-def sweep(args, seconds=SWEEP_SECONDS):
-    """After a call (its answer sent): kill(-1) and reap until no process
-    but PID 1 is left, for at most `seconds`.  One kill(-1) at the call's
-    end does not stop a fork bomb in this gVisor: children forked while it
-    runs escape it, and at RLIMIT_NPROC the bomb refills itself as the
-    others die; meanwhile every failed fork costs the sentry host tasks
-    (ptrace stubs) until the sandbox's pids backstop kills it.  In the
-    usual case this waits for the call's process to be torn down."""
-    if os.getpid() != 1 or args.direct:
+def exit_of(st, pid):
+    """(wait status, rusage) of a tracked process once it has exited, else
+    None; it is not tracked any more once this has returned its end."""
+    reap(st)
+    end = st.exited.pop(pid, None)
+    if end is not None:
+        st.tracked.discard(pid)
+    return end
+
+
+def alone(st, act):
+    """Whether act is the only activity with processes: no other call, run
+    or persistent interpreter lives in the sandbox."""
+    return all(other is act for other in st.live_activities())
+
+
+def end_processes(st, act, pgid=0, keep=(), stop=False, seen=None):
+    """End every process of activity act (its cgroup act.cgroup) but those
+    in keep.  The call alone in the sandbox ends with kill(-1) (gVisor
+    sends it to every process but PID 1 at once, under the lock fork
+    takes); beside other activities, its process group first (one signal
+    for a bomb that forks within its group), then what is left of its
+    cgroup, pass after pass (daemons, double forks, processes of their own
+    sessions).  stop: the activity is being stopped (its wall clock, a
+    cancel, the host-task guard), so a fork bomb may run: alone, everything
+    is stopped before it is killed (kill_round); beside others, the
+    cgroup's processes are signalled for STOP_SECONDS at most, without
+    waiting for their end (sweep() waits, once the activity has answered:
+    under a bomb each kill() may take tens of ms, and the result must come
+    before the supervisor's deadline).  seen: the processes signalled
+    already, not signalled again (a kill() of a dying one blocks)."""
+    pid1 = os.getpid() == 1 and not st.args.direct
+    if pid1 and not keep and alone(st, act):
+        if stop:
+            kill_round()
+        else:
+            kill_others()
         return
-    deadline = time.monotonic() + seconds
-    while True:
-        reap_others()
-        if not any(n.isdigit() and n != "1" for n in os.listdir("/proc")) or time.monotonic() > deadline:
-            return
+    if pgid > 0 and pgid not in keep:
         try:
-            os.kill(-1, signal.SIGKILL)
+            os.killpg(pgid, signal.SIGKILL)
         except OSError:
             pass
+    if pid1 and st.cgroups.ok:
+        if stop:
+            st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seconds=STOP_SECONDS, wait=False, seen=seen)
+        else:
+            st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seen=seen)
+
+
+def kill_new(st, act, keep, seen):
+    """One pass over act's cgroup: SIGKILL what is not in keep and not in
+    seen yet (the processes signalled already), for STOP_SECONDS at most.
+    A stopped cell does this until it is over: a child forked while its
+    parent was being killed escapes the pass that killed the parent."""
+    if os.getpid() == 1 and not st.args.direct and st.cgroups.ok:
+        st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seconds=STOP_SECONDS, wait=False, seen=seen)
+
+
+def kill_others(sig=signal.SIGKILL):
+    try:
+        os.kill(-1, sig)
+    except OSError:
+        pass
+
+
+def kill_round():
+    """kill(-1) as a fork bomb cannot outrun: everything but PID 1 is
+    stopped first (twice: a child forked during the first kill(-1) escapes
+    it), then killed.  A stopped process keeps its place under
+    RLIMIT_NPROC, so the bomb cannot refill itself as the others die."""
+    kill_others(signal.SIGSTOP)
+    kill_others(signal.SIGSTOP)
+    kill_others()
+
+
+def kill_all(st, seconds=SWEEP_SECONDS):
+    """kill_round and reap until no process but PID 1 is left, for at most
+    `seconds`.  One kill(-1) does not stop a fork bomb in this gVisor:
+    children forked while it runs escape it, and at RLIMIT_NPROC the bomb
+    refills itself as the others die; meanwhile every failed fork costs
+    the sentry host tasks (ptrace stubs) until the sandbox's pids backstop
+    kills it (sandbox/GVISOR.md)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        reap(st)
+        if not any(n.isdigit() and n != "1" for n in os.listdir("/proc")) or time.monotonic() > deadline:
+            return
+        kill_round()
         time.sleep(0.002)
 
 
-def reap_leftovers(args, keep):
-    """Before a call: any process but PID 1 and the spares (`keep`) is a
-    leftover of an earlier call, killed at its end but not yet gone (gVisor
-    tears a process down in its own time), or an orphan that became our
-    child after that call's reap.  Kill and reap them (within a second), so
-    that a call never sees one."""
-    if os.getpid() != 1 or args.direct:
+def sweep(st, act):
+    """After an activity's answer: kill and reap what it left until none of
+    it is left (SWEEP_SECONDS at most).  Alone in the sandbox (no other
+    activity, no spare yet): kill_all; beside others: its cgroup until it
+    is empty, sparing what it keeps (a cell's persistent interpreter).  In
+    the usual case this waits for the activity's processes to be torn
+    down, after its answer has left."""
+    if os.getpid() != 1 or st.args.direct:
         return
+    if alone(st, act) and not st.spares:
+        kill_all(st)
+    elif st.cgroups.ok:
+        st.cgroups.sweep(act.cgroup, act.spared(), reap=lambda: reap(st), seconds=SWEEP_SECONDS)
+
+
+def reap_leftovers(st, keep):
+    """Before a call: any process but PID 1, the spares (`keep`) and the
+    processes of the activities that live on (background runs, persistent
+    interpreters) is a leftover of an earlier call, killed at its end but
+    not yet gone (gVisor tears a process down in its own time), or an
+    orphan that became our child after that call's reap.  Kill and reap
+    them (within a second), so that a call never sees one.  /proc is read
+    before the activities' cgroups: a process born in between is not in
+    the first list, and so never taken for a leftover."""
+    if os.getpid() != 1 or st.args.direct:
+        return
+    others = [act for act in st.live_activities()]
+    if others and not st.cgroups.ok:
+        return  # nothing tells their processes from leftovers
     deadline = time.monotonic() + 1.0
     while True:
-        reap_others()
-        left = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != 1 and int(n) not in keep]
+        reap(st)
+        seen = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != 1 and int(n) not in keep]
+        live = set()
+        for act in others:
+            live.update(st.cgroups.members(act.cgroup))
+        left = [pid for pid in seen if pid not in live]
         if not left or time.monotonic() > deadline:
             return
         for pid in left:

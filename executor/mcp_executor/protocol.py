@@ -2,7 +2,11 @@
 
 A frame is one type byte, a big-endian u32 length, the payload; the table
 of types is common/frame.h.  The executor reads R (request) and K (cancel)
-and writes Y (ready), A (accepted), O (stdout), E (stderr) and D (done).
+of the call in the foreground, G (start a run), C (cancel a run) and P
+(the host-task guard: stop the activity whose processes are the most), and
+writes Y (ready), A (accepted), O (stdout), E (stderr) and D (done) of
+the foreground call, and o, e, d of the runs: their payload starts with
+one byte, the run's number (1-255), that the G frame's JSON named.
 """
 
 import os
@@ -19,11 +23,18 @@ ACCEPTED = b"A"  # empty: the call is the sandbox's own now
 STDOUT = b"O"  # bytes of the call's stdout
 STDERR = b"E"  # bytes of the call's stderr
 DONE = b"D"  # JSON: the call's result
+RUN_START = b"G"  # JSON with "run": N: start background run N
+RUN_CANCEL = b"C"  # the byte N: end run N
+RUN_STDOUT = b"o"  # N, then bytes of run N's stdout
+RUN_STDERR = b"e"  # N, then bytes of its stderr
+RUN_DONE = b"d"  # N, then its result (JSON)
+PROCESSES = b"P"  # empty: the host-task guard; stop the activity with the most processes
 
 
-def write_frame(kind, payload):
-    """Write one frame (blocking); exit quietly once the supervisor is gone."""
-    data = HEADER.pack(kind, len(payload)) + payload
+def write_frame(kind, payload, prefix=b""):
+    """Write one frame (blocking), its payload after prefix; exit quietly
+    once the supervisor is gone."""
+    data = HEADER.pack(kind, len(prefix) + len(payload)) + prefix + payload
     view = memoryview(data)
     while view:
         try:
@@ -71,9 +82,10 @@ class Stream:
     """A call's stdout or stderr pipe, forwarded as O or E frames up to the
     call's output limit; what is beyond it is counted, not sent."""
 
-    def __init__(self, fd, kind, limit):
+    def __init__(self, fd, kind, limit, prefix=b""):
         self.fd = fd
         self.kind = kind
+        self.prefix = prefix  # a run's number (RUN_STDOUT, RUN_STDERR)
         self.limit = limit
         self.sent = 0
         self.total = 0
@@ -89,11 +101,41 @@ class Stream:
             return False
         if not data:
             return False
+        self.take(data)
+        return True
+
+    def drain(self):
+        """Forward everything a non-blocking fd holds now; False at EOF."""
+        while True:
+            try:
+                data = os.read(self.fd, CHUNK)
+            except BlockingIOError:
+                return True
+            except InterruptedError:
+                continue
+            except OSError:
+                return False
+            if not data:
+                return False
+            self.take(data)
+
+    def take(self, data):
         self.total += len(data)
         self.tail = (self.tail + data)[-4096:]
         room = self.limit - self.sent
         if room > 0:
             part = data[:room]
             self.sent += len(part)
-            write_frame(self.kind, part)
-        return True
+            write_frame(self.kind, part, self.prefix)
+
+
+def child_pipes():
+    """The pipes of a child that runs code (a spare, an interpreter): its
+    request, which it reads, and its stdout, stderr and status lines, which
+    it writes.  (the child's ends, the executor's ends), both in the order
+    request, stdout, stderr, status."""
+    req_r, req_w = os.pipe2(os.O_CLOEXEC)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    st_r, st_w = os.pipe2(os.O_CLOEXEC)
+    return (req_r, out_w, err_w, st_w), (req_w, out_r, err_r, st_r)

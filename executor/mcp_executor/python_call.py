@@ -113,15 +113,7 @@ def run_code(source):
         exec(compile(source, "<string>", "exec"), main.__dict__)
         return 0
     except SystemExit as e:
-        if e.code is None:
-            return 0
-        if isinstance(e.code, int):
-            return e.code & 0xFF
-        try:
-            print(e.code, file=sys.stderr)
-        except BaseException:
-            pass
-        return 1
+        return exit_status(e)
     except BaseException as e:
         if isinstance(e, MemoryError):
             status.write(status.MEMORY_ERROR)
@@ -145,3 +137,17 @@ def report_learned(args):
             names.append(name)
     if names:
         status.write(status.LEARNED, *names)
+
+
+def exit_status(e):
+    """The exit status of a SystemExit, as python3 -c gives it (a message
+    goes to stderr)."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code & 0xFF
+    try:
+        print(e.code, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1

@@ -13,8 +13,8 @@ import signal
 from .child import run_child
 from .limits import base_env
 from .node_call import js_warm_key, js_warm_ok, start_node_spare
-from .processes import reap_leftovers
-from .protocol import CHUNK
+from .processes import exit_of, reap_leftovers
+from .protocol import CHUNK, child_pipes
 from .python_call import warm_up
 
 
@@ -27,16 +27,15 @@ class Spare:
         """js_template: a JavaScript call whose limits a warm Node.js spare
         takes (None: a Python child, which serves any call)."""
         self.args = st.args
+        self.st = st
         self.js_key = js_warm_key(js_template) if js_template is not None else None
-        req_r, self.req_w = os.pipe2(os.O_CLOEXEC)
-        self.out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        self.err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        self.st_r, st_w = os.pipe2(os.O_CLOEXEC)
+        (req_r, out_w, err_w, st_w), (self.req_w, self.out_r, self.err_r, self.st_r) = child_pipes()
         self.pid = os.fork()
         if self.pid == 0:
             self.child(st, js_template, req_r, out_w, err_w, st_w)  # does not return
         for fd in (req_r, out_w, err_w, st_w):
             os.close(fd)
+        st.tracked.add(self.pid)
 
     def child(self, st, js_template, req_r, out_w, err_w, st_w):
         """In the spare: wait for the request, then run it."""
@@ -66,10 +65,9 @@ class Spare:
         return self.js_key is None or (js_warm_ok(self.args, req) and js_warm_key(req) == self.js_key)
 
     def alive(self):
-        try:
-            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
-        except ChildProcessError:
+        if self.pid not in self.st.tracked:
             return False
+        return exit_of(self.st, self.pid) is None
 
     def kill(self):
         try:
@@ -88,6 +86,8 @@ class Spare:
             os.waitpid(self.pid, 0)
         except OSError:
             pass
+        self.st.tracked.discard(self.pid)
+        self.st.exited.pop(self.pid, None)
 
     def start(self, req, payload):
         """Hand the spare its request."""
@@ -102,19 +102,23 @@ class Spare:
             os.close(self.req_w)
 
 
-def take_spare(st, req):
-    """The spare for req: the warm Node.js if it can serve req, else the
-    Python child (which serves any call), else a Python child forked now.
-    The other spare goes first: while a call runs, the sandbox holds PID 1
-    and the call's processes, nothing else."""
-    reap_leftovers(st.args, {spare.pid for spare in st.spares})
+def take_spare(st, req, cgroup):
+    """The spare for req, moved into the activity's cgroup before it has
+    its request (so before it forks anything): the warm Node.js if it can
+    serve req, else the Python child (which serves any call), else a
+    Python child forked now.  The other spare goes first: while a call
+    runs, the sandbox holds PID 1, the call's processes and the activities
+    that live on (runs, persistent interpreters), nothing else."""
+    reap_leftovers(st, {spare.pid for spare in st.spares})
     usable = [spare for spare in st.spares if spare.serves(req) and spare.alive()]
     chosen = next((spare for spare in usable if spare.js_key is not None), usable[0] if usable else None)
     if chosen is not None:
         st.spares.remove(chosen)
     for spare in st.spares:
         spare.kill()  # reaped by drop_spares() once the call has its request
-    return chosen or Spare(st)
+    chosen = chosen or Spare(st)
+    st.cgroups.move(cgroup, chosen.pid)
+    return chosen
 
 
 def drop_spares(st):

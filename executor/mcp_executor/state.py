@@ -5,6 +5,7 @@ down; no other module keeps anything that changes.  A forked child gets
 its own copy, as it gets a copy of everything else.
 """
 
+from .cgroups import Tree
 from .egress import Relay
 
 
@@ -53,3 +54,15 @@ class State:
         self.js_template = None  # the session's last JavaScript call: the Node.js spare's limits
         self.warm = {}  # in a Python spare: the standard streams warm_up() opened
         self.relay = Relay()  # the egress relay on the sandbox's loopback (egress.py)
+        self.cgroups = Tree(args)  # which process belongs to which activity (cgroups.py)
+        self.tracked = set()  # pids whose end someone waits for (processes.reap)
+        self.exited = {}  # ... and how they ended: pid -> (wait status, rusage)
+        self.foreground = None  # the call of the R frame that runs now (call.Call or persistent.Cell)
+        self.runs = {}  # background runs (G frames): run number -> call.Call or persistent.Cell
+        self.interpreters = {}  # persistent interpreters: language -> persistent.Interpreter
+
+    def live_activities(self):
+        """What has processes in the sandbox besides PID 1 and the spares:
+        the running call and runs, and the persistent interpreters."""
+        acts = [a for a in [self.foreground] + list(self.runs.values()) if a is not None and not a.finished]
+        return acts + [i for i in self.interpreters.values() if i.alive]

@@ -21,6 +21,12 @@ common/frame.h have letters of their own.
                                              exits next (the result need not wait for that)
   learned           name...                  template modules (--learn) the Python code imported from
                                              /usr: PID 1 imports them too before the next fork
+  value             base64                   a persistent cell ended with an expression: its repr
+                                             (repl.py; the JavaScript interpreter writes it too)
+
+A persistent interpreter (repl.py, repl.mjs) keeps its status pipe for its
+whole life and writes these lines cell after cell: the executor reads
+each cell's from the cell's start to its done line.
 """
 
 import os
@@ -33,6 +39,7 @@ INPUT_FAILED = "input-failed"
 MEMORY_ERROR = "memory-error"
 DONE = "done"
 LEARNED = "learned"
+VALUE = "value"
 
 FD = 3
 MAX_BYTES = 1 << 20  # read no more of a call's status pipe
@@ -47,6 +54,7 @@ FLAGS = {
 }
 DONE_WORD = DONE.encode()
 LEARNED_WORD = LEARNED.encode()
+VALUE_WORD = VALUE.encode()
 
 
 def write(word, *fields):
@@ -71,6 +79,32 @@ def report_done(code_status):
     write(DONE, code_status, cpu_ms, max(me.ru_maxrss, kids.ru_maxrss))
 
 
+_cell_start = [0.0]
+
+
+def cpu_seconds():
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, max(me.ru_maxrss, kids.ru_maxrss)
+
+
+def cell_start():
+    """In a persistent interpreter: a cell starts (its CPU time counts from here)."""
+    try:
+        _cell_start[0] = cpu_seconds()[0]
+    except OSError:
+        pass
+
+
+def report_cell_done(code_status):
+    """In a persistent interpreter: the done line of the cell that ends."""
+    try:
+        cpu, rss = cpu_seconds()
+    except OSError:
+        return
+    write(DONE, code_status, int(max(0.0, cpu - _cell_start[0]) * 1000), rss)
+
+
 def read(fd, buf):
     """In the executor: append what the child wrote on its status pipe
     (non-blocking), up to MAX_BYTES."""
@@ -88,13 +122,14 @@ class Status:
     """What a call's child has said."""
 
     __slots__ = ("packages_changed", "install_failed", "packages_missing", "input_failed", "memory_error", "done",
-                 "learned")
+                 "learned", "value")
 
     def __init__(self):
         self.packages_changed = self.install_failed = self.input_failed = self.memory_error = False
         self.packages_missing = False
         self.done = None  # (code, cpu_ms, max_rss_kb) once the child said it is done
         self.learned = []
+        self.value = None  # bytes: a persistent cell's value, as its repr (or util.inspect)
 
 
 def parse(buf):
@@ -109,6 +144,8 @@ def parse(buf):
             setattr(said, FLAGS[line], True)
         elif word == LEARNED_WORD:
             said.learned += rest.decode("ascii", "replace").split()
+        elif word == VALUE_WORD and said.value is None:
+            said.value = parse_value(rest)
         elif word == DONE_WORD and not seen_done:
             seen_done = True
             said.done = parse_done(rest)
@@ -122,3 +159,13 @@ def parse_done(fields):
     except ValueError:
         return None
     return code & 0xFF, max(cpu, 0), max(rss, 0)
+
+
+def parse_value(field):
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(field, validate=True)
+    except (ValueError, binascii.Error):
+        return None

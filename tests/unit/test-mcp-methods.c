@@ -140,7 +140,9 @@ static void basic_tests(void) {
   res = rpc_result(&r, "tools/list");
   const cJSON *tools = jget(res, "tools");
   /* execute_javascript joins it where Node.js is installed. */
-  is_int(cJSON_GetArraySize(tools), access(h.cfg.node, X_OK) == 0 ? 2 : 1, "one tool per language available");
+  /* One per language available, then get_run and cancel_run. */
+  is_int(cJSON_GetArraySize(tools), access(h.cfg.node, X_OK) == 0 ? 4 : 3,
+         "one tool per language available, and the run tools");
   if (cJSON_GetArraySize(tools) == 2)
     is_str(jstr(cJSON_GetArrayItem(tools, 1), "name"), "execute_javascript", "execute_javascript second");
   const cJSON *t = cJSON_GetArrayItem(tools, 0);

@@ -263,39 +263,13 @@ console.log(JSON.stringify({ a, b, pids, me: process.pid }));
 `;
 }
 
-// ---- the table ---------------------------------------------------------------
-
-export const CASES = [
-  {
-    async hostile(ctx) {
-      const { a, call, probe, diag } = ctx;
-      noteCgroup(ctx, 'pids');
-      const limit = probe.timeout_seconds;
-      const { r, sc, ms } = await call(a, probe.code, { timeout_seconds: limit });
-      diag(`fork bomb: ${ms} ms wall, ${show(sc)}`);
-      assert.equal(sc.sandbox_restarted, false, `the fork bomb did not cost the sandbox (RLIMIT_NPROC must stop it before any backstop): ${show(sc)}`);
-      assert.match(sc.stdout, probe.eagain, `a bomb process saw EAGAIN (RLIMIT_NPROC): ${show(sc)}`);
-      // Held at RLIMIT_NPROC, the bomb's failed forks keep growing gVisor's
-      // host tasks: the wall clock ends it, or the supervisor stops it
-      // first near the sandbox's pids backstop (processes_exceeded).
-      assert.ok(sc.timed_out || sc.processes_exceeded, `the wall clock or the host-task guard ended the bomb: ${show(sc)}`);
-      assert.equal(r.isError, true, 'isError');
-      assert.ok(ms < limit * 1000 + 1500 + SLACK_MS, `the call returned ${ms} ms after it started (limit ${limit} s, slack ${SLACK_MS} ms)`);
-    },
-    after: onlyExecutorLeft,
-    python: {
-      name: 'fork bomb: RLIMIT_NPROC stops it (EAGAIN), the wall clock ends it, the sandbox survives',
-      // Forks under gVisor's ptrace platform cost 30-40 ms of the sentry on a
-      // quiet machine and several times that on a loaded one (CI): 128
-      // processes may take more than 10 s to reach.
-      timeout_seconds: 20,
-      eagain: /^fork failed errno 11 after /m,
-      // Every process forks forever; the first one to get EAGAIN says so
-      // (once: an O_EXCL marker file elects it). The bomb runs in a bare
-      // interpreter that the call starts (as a bomb script would run): a
-      // fork of the call's own process, which holds the warm imports (numpy,
-      // pandas), costs gVisor's sentry several times more.
-      code: String.raw`import subprocess, sys
+/** The Python fork bomb (the table's first case; runs.test.mjs runs it as a
+ * background run): every process forks forever; the first one to get
+ * EAGAIN says so (once: an O_EXCL marker file elects it). The bomb runs in
+ * a bare interpreter that the call starts (as a bomb script would run): a
+ * fork of the call's own process, which holds the warm imports (numpy,
+ * pandas), costs gVisor's sentry several times more. */
+export const PY_FORK_BOMB = String.raw`import subprocess, sys
 bomb = """
 import os, time
 t0 = time.time()
@@ -314,7 +288,39 @@ while True:
 """
 sys.stdout.flush()
 subprocess.run([sys.executable, "-S", "-c", bomb])
-`,
+`;
+
+// ---- the table ---------------------------------------------------------------
+
+export const CASES = [
+  {
+    async hostile(ctx) {
+      const { a, call, probe, diag, persistent } = ctx;
+      noteCgroup(ctx, 'pids');
+      const limit = probe.timeout_seconds;
+      const { r, sc, ms } = await call(a, probe.code, { timeout_seconds: limit });
+      diag(`fork bomb: ${ms} ms wall, ${show(sc)}`);
+      assert.equal(sc.sandbox_restarted, false, `the fork bomb did not cost the sandbox (RLIMIT_NPROC must stop it before any backstop): ${show(sc)}`);
+      assert.match(sc.stdout, probe.eagain, `a bomb process saw EAGAIN (RLIMIT_NPROC): ${show(sc)}`);
+      // Held at RLIMIT_NPROC, the bomb's failed forks keep growing gVisor's
+      // host tasks: the wall clock ends it, or the supervisor stops it
+      // first near the sandbox's pids backstop (processes_exceeded).
+      assert.ok(sc.timed_out || sc.processes_exceeded, `the wall clock or the host-task guard ended the bomb: ${show(sc)}`);
+      // The guard replaces the sandbox once the bomb is stopped (gVisor keeps
+      // the host tasks): a cell's interpreter goes with it, and says so.
+      if (persistent && sc.processes_exceeded) assert.equal(sc.state_lost, true, `the guard's cut costs the interpreter its state, and the result says so: ${show(sc)}`);
+      assert.equal(r.isError, true, 'isError');
+      assert.ok(ms < limit * 1000 + 1500 + SLACK_MS, `the call returned ${ms} ms after it started (limit ${limit} s, slack ${SLACK_MS} ms)`);
+    },
+    after: onlyExecutorLeft,
+    python: {
+      name: 'fork bomb: RLIMIT_NPROC stops it (EAGAIN), the wall clock ends it, the sandbox survives',
+      // Forks under gVisor's ptrace platform cost 30-40 ms of the sentry on a
+      // quiet machine and several times that on a loaded one (CI): 128
+      // processes may take more than 10 s to reach.
+      timeout_seconds: 20,
+      eagain: /^fork failed errno 11 after /m,
+      code: PY_FORK_BOMB,
     },
     javascript: {
       name: 'fork bomb: child_process.spawn in a loop hits RLIMIT_NPROC (EAGAIN), the wall clock ends it, the sandbox survives',
@@ -1304,16 +1310,20 @@ for (const c of CASES) {
 }
 
 /** Register the table's tests for one language, then the leftover check. */
-export function hostileSuite(lang) {
+export function hostileSuite(lang, { persistent = false } = {}) {
   const { tool, aliveCode } = LANGUAGES[lang];
   // The test shape, session bookkeeping and the leftover check live in
   // lib/hostile.mjs; each test file runs in a process of its own.
-  const { call, hostileTest, leftoverTest } = hostileKit({ tool, aliveCode });
+  // persistent: every call of the case (the probe, its follow-ups and the
+  // responsiveness calls) runs in the sandbox's persistent interpreter
+  // (hostile-persistent.test.mjs): the same verdicts hold there.
+  const { call, hostileTest, leftoverTest } = hostileKit({ tool, aliveCode, persistent });
+  const mode = persistent ? ' (persistent)' : '';
   for (const c of CASES) {
     const probe = c[lang];
     if (!probe) continue;
-    const bind = (fn) => fn && ((ctx) => fn({ ...ctx, call, lang, probe }));
-    hostileTest(probe.name ?? c.name, { hostile: bind(c.hostile), after: bind(c.after), fixture: c.fixture });
+    const bind = (fn) => fn && ((ctx) => fn({ ...ctx, call, lang, probe, persistent }));
+    hostileTest((probe.name ?? c.name) + mode, { hostile: bind(c.hostile), after: bind(c.after), fixture: c.fixture });
   }
-  leftoverTest();
+  leftoverTest(mode);
 }

@@ -164,7 +164,7 @@ function leftoversFor(sid, sandboxIds) {
 
 // ---- the kit -----------------------------------------------------------------
 
-export function hostileKit({ tool, aliveCode }) {
+export function hostileKit({ tool, aliveCode, persistent = false }) {
   /** sid -> {sandboxIds: Set, deleted: bool, client} */
   const sessions = new Map();
 
@@ -179,7 +179,8 @@ export function hostileKit({ tool, aliveCode }) {
   /** Run code with `tool` and return {r, sc, ms}: the raw result, structuredContent, wall ms. */
   async function call(c, code, extra = {}) {
     const t0 = performance.now();
-    const r = await c.client.callTool({ name: tool, arguments: { code, ...extra } }, undefined, { timeout: TEST_TIMEOUT_MS });
+    const args = { code, ...(persistent ? { persistent: true } : {}), ...extra };
+    const r = await c.client.callTool({ name: tool, arguments: args }, undefined, { timeout: TEST_TIMEOUT_MS });
     const ms = Math.round(performance.now() - t0);
     noteSandbox(c);
     return { r, sc: checkResult(r), ms };
@@ -283,8 +284,8 @@ export function hostileKit({ tool, aliveCode }) {
   }
 
   /** The last test of a file: every session ended, nothing of theirs left on the host. */
-  function leftoverTest() {
-    test('afterwards: every session ended, no sandbox, runsc container, cgroup or process of theirs left', opts, async (t) => {
+  function leftoverTest(suffix = '') {
+    test(`afterwards: every session ended, no sandbox, runsc container, cgroup or process of theirs left${suffix}`, opts, async (t) => {
       // End every session this file opened (the tests did; this is a backstop).
       for (const [, rec] of sessions) {
         if (!rec.deleted) await close(rec.client);
