@@ -67,6 +67,13 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
              b->len ? " " : "");
     buf_append(b, line, strlen(line));
   }
+  if (res->state_lost) {
+    snprintf(line, sizeof(line),
+             "%sThe sandbox had hibernated and could not be restored: it started anew with the files in /work, "
+             "but what was in memory before (imported modules, processes) is gone.",
+             b->len ? " " : "");
+    buf_append(b, line, strlen(line));
+  }
   if (res->egress_limited) {
     snprintf(line, sizeof(line), "%sThe call hit its egress limit (%s); further connections were refused.",
              b->len ? " " : "", res->egress_limit[0] ? res->egress_limit : "egress");
@@ -95,6 +102,7 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
   cJSON_AddBoolToObject(sc, "cpu_exceeded", res->cpu_exceeded);
   cJSON_AddBoolToObject(sc, "workspace_full", res->workspace_full);
   cJSON_AddBoolToObject(sc, "sandbox_restarted", res->sandbox_lost);
+  cJSON_AddBoolToObject(sc, "state_lost", res->state_lost);
   cJSON_AddBoolToObject(sc, "egress_limited", res->egress_limited);
   cJSON *r = cJSON_CreateObject();
   cJSON *content = cJSON_AddArrayToObject(r, "content");

@@ -94,6 +94,9 @@ static cJSON *output_schema(void) {
   prop(skp, "reason", "string", NULL);
   prop(props, "sandbox_restarted", "boolean",
        "The sandbox was stopped during the call and restarts for the next call; files in /work are kept.");
+  prop(props, "state_lost", "boolean",
+       "The sandbox had hibernated and could not be restored: this call ran in a new sandbox with the same files in "
+       "/work, without what lived in memory before.");
   prop(props, "egress_limited", "boolean",
        "A limit of the call's network access (bytes, connections at once, connection time) was hit.");
   prop(props, "sandbox", "string", "The handle of the sandbox the call ran in: pass it as `sandbox` to use it again.");

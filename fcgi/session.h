@@ -35,7 +35,6 @@
 #include "sandbox/client.h"
 
 #define SESSION_META "meta.json"
-#define CALL_LOCK "call.lock"
 #define TOKEN_ID_MAX 64
 /* last_used is rewritten at most this often; expiry waits this much longer
  * so that a session never expires before idle_timeout after its last request. */

@@ -1,6 +1,8 @@
 """The executor's main loop: start up (preload, the first spares, the Y
 frame), then for each request frame accept it (A), run it, and between
-calls import what the last one learned and fork the next spares.
+calls import what the last one learned and fork the next spares.  A wake
+frame (W) comes after the sandbox was restored from its checkpoint
+(restore.py).
 """
 
 import json
@@ -12,7 +14,8 @@ import sys
 from .call import run_call
 from .limits import set_dumpable
 from .processes import clear_scratch
-from .protocol import ACCEPTED, DONE, READY, REQUEST, FrameReader, write_frame
+from .protocol import ACCEPTED, DONE, REQUEST, WAKE, FrameReader, write_frame, write_ready
+from .restore import wake
 from .spare import prepare_spare
 from .state import Args, State
 
@@ -29,7 +32,7 @@ def main():
     signal.signal(signal.SIGCHLD, lambda *_: None)
     import_modules(st, st.args.preload)
     prepare_spare(st)
-    write_frame(READY, json.dumps({"python": sys.version.split()[0], "preloaded": sorted(st.preloaded)}).encode())
+    write_ready(st.preloaded)
     serve(st, FrameReader(0), wake_r)
 
 
@@ -42,6 +45,9 @@ def serve(st, reader, wake_r):
                 return
             continue
         kind, payload = frame
+        if kind == WAKE:
+            wake(st, payload)
+            continue
         if kind != REQUEST:
             continue
         try:

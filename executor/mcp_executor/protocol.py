@@ -3,10 +3,13 @@
 A frame is one type byte, a big-endian u32 length, the payload; the table
 of types is common/frame.h.  The executor reads R (request) and K (cancel)
 and writes Y (ready), A (accepted), O (stdout), E (stderr) and D (done).
+After a restore from a checkpoint it gets W (wake) and answers Y again.
 """
 
+import json
 import os
 import struct
+import sys
 
 HEADER = struct.Struct(">cI")
 MAX_REQUEST = 256 << 20
@@ -15,6 +18,7 @@ CHUNK = 65536
 REQUEST = b"R"  # JSON: run this call
 CANCEL = b"K"  # empty: end the running call
 READY = b"Y"  # JSON: the executor is up (Python version, preloaded modules)
+WAKE = b"W"  # JSON {"seed": hex}: the sandbox was restored from its checkpoint (restore.py)
 ACCEPTED = b"A"  # empty: the call is the sandbox's own now
 STDOUT = b"O"  # bytes of the call's stdout
 STDERR = b"E"  # bytes of the call's stderr
@@ -33,6 +37,13 @@ def write_frame(kind, payload):
         except BrokenPipeError:
             os._exit(0)
         view = view[n:]
+
+
+def write_ready(preloaded, **extra):
+    """Y: the Python version, the template modules imported, and extra."""
+    info = {"python": sys.version.split()[0], "preloaded": sorted(preloaded)}
+    info.update(extra)
+    write_frame(READY, json.dumps(info).encode())
 
 
 class FrameReader:
