@@ -20,6 +20,11 @@
  * reparented to it and reaped at once, which is what makes teardown fast
  * (sandbox/GVISOR.md: ~20 ms instead of ~2 s).
  *
+ * A session's sandbox that stays idle for hibernate_after seconds is
+ * checkpointed to disk and the supervisor exits; the next supervisor of the
+ * folder restores it (sandbox/hibernate.h: what, where, and what never
+ * hibernates; sandbox_busy() below says when it must not).
+ *
  * usage: mcp-sandboxd <session-folder>
  * The folder holds `sandbox` (the 32-hex sandbox id) and `work/`. */
 #include "config.h"
@@ -46,6 +51,7 @@
 #include "sandbox/cgroups.h"
 #include "sandbox/client.h"
 #include "sandbox/egress.h"
+#include "sandbox/hibernate.h"
 #include "sandbox/supervisor.h"
 #include "sandbox/workspace.h"
 
@@ -105,6 +111,7 @@ struct sup {
   bool quit;
   int quitter;      /* the client that asked us to quit, -1: a signal */
   struct egress eg; /* the relay of the calls' network traffic */
+  struct hibernation hib;
 };
 
 static void client_close(struct sup *s, int i) {
@@ -194,6 +201,13 @@ static void sandbox_stop(struct sup *s) {
     mcp_error_log_release(&err, "mcp-sandboxd: destroy");
 }
 
+/* A restored sandbox that died or did not answer its wake: the next start
+ * boots a new one (the image is gone) and the next result says state_lost. */
+static void restore_lost(struct sup *s, const char *why) {
+  hibernate_restore_failed(&s->hib, &s->sb, why);
+  sandbox_stop(s);
+}
+
 /* Current host path of our folder: it moves from pool/ to sessions/. */
 static int refresh_dir(struct sup *s, mcp_error_t *err) {
   int r = fd_host_path(s->dirfd, NULL, s->sb.dir, sizeof(s->sb.dir));
@@ -236,8 +250,8 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "pipe2");
   }
   int ret = strcmp(s->cfg.backend, "runsc") == 0 ? workspace_mount(s->dirfd, err) : 0;
-  if (ret == 0)
-    ret = s->ops->start(&s->sb, in[0], out[1], err);
+  if (ret == 0) /* 1: restored from its hibernation image */
+    ret = hibernate_start(&s->hib, &s->sb, in[0], out[1], err);
   close(in[0]);
   close(out[1]);
   if (ret < 0) {
@@ -256,6 +270,8 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
   s->started_at = now_ms();
   s->sandbox_pid = main_pid(s);
   s->sandbox_gone = false;
+  if (ret == 1 && hibernate_wake(&s->hib, s->exec_in) < 0)
+    restore_lost(s, "the restored executor could not be woken");
   return 0;
 }
 
@@ -266,9 +282,10 @@ static void fail_waiting(struct sup *s, const char *sentence) {
       client_error(s, i, sentence);
 }
 
-/* The result with what the egress relay adds (the limit it enforced):
- * `{...}` becomes `{...,"egress_limited":true,...}`.  NULL: unchanged. */
-static char *with_egress(const char *json, const char *extra) {
+/* The result with what the supervisor adds (the egress relay's limit,
+ * what hibernation must say): `{...}` becomes `{...,"egress_limited":true,...}`.
+ * NULL: unchanged. */
+static char *with_extra(const char *json, const char *extra) {
   size_t n = strlen(json), x = strlen(extra);
   while (n > 0 && (json[n - 1] == ' ' || json[n - 1] == '\n'))
     n--;
@@ -281,13 +298,18 @@ static char *with_egress(const char *json, const char *extra) {
 }
 
 static void send_call_result(struct sup *s, const char *json) {
-  char extra[160];
+  char extra[320];
   egress_call_end(&s->eg, extra, sizeof(extra));
-  cleanup_free char *merged = with_egress(json, extra);
+  hibernate_result_extra(&s->hib, extra, sizeof(extra));
+  cleanup_free char *merged = with_extra(json, extra);
   if (merged != NULL)
     json = merged;
-  if (s->call >= 0 && !s->call_orphaned)
+  if (s->call >= 0 && !s->call_orphaned && s->clients[s->call].fd >= 0) {
     client_send(s, s->call, FRAME_DONE, json, strlen(json));
+    if (s->clients[s->call].fd >= 0)
+      hibernate_result_sent(&s->hib); /* it was said */
+  }
+  hibernate_idle(&s->hib, s->call >= 0 ? s->clients[s->call].token : NULL);
   if (s->call >= 0 && s->clients[s->call].fd >= 0) {
     s->clients[s->call].has_request = false;
     buf_free(&s->clients[s->call].request);
@@ -303,6 +325,10 @@ static void send_call_result(struct sup *s, const char *json) {
  * outside between calls, and we learnt it only when the request was on its
  * way): it stays queued, once, for the next sandbox. */
 static void sandbox_lost(struct sup *s, bool deadline) {
+  if (s->hib.restoring) { /* no call was given to it yet */
+    restore_lost(s, "the restored sandbox stopped before it answered");
+    return;
+  }
   METRIC_INC(sandboxes_lost);
   struct client *c = s->call >= 0 ? &s->clients[s->call] : NULL;
   if (c != NULL && s->call_active && !deadline && !s->call_accepted && !s->call_orphaned && !s->call_cancelled &&
@@ -448,6 +474,8 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
   case FRAME_READY:
     s->ready = true;
     boot_release(s);
+    hibernate_woke(&s->hib, &s->sb); /* when it was restored */
+    hibernate_idle(&s->hib, NULL);
     for (int i = 0; i < MAX_CLIENTS; i++)
       if (s->clients[i].fd >= 0 && s->clients[i].wants_ready) {
         s->clients[i].wants_ready = false;
@@ -651,6 +679,51 @@ static void ensure_sandbox(struct sup *s) {
   }
 }
 
+/* Whether anything needs the sandbox as it is now: a call that runs or
+ * waits, a client waiting for it to be ready.  A busy sandbox never
+ * hibernates: work that outlives a call (a background run) must make this
+ * true while it lasts. */
+static bool sandbox_busy(const struct sup *s) {
+  if (s->call_active)
+    return true;
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    if (s->clients[i].fd >= 0 && (s->clients[i].has_request || s->clients[i].wants_ready))
+      return true;
+  return false;
+}
+
+/* After a failed checkpoint: whether the sandbox still runs. */
+static bool sandbox_alive(struct sup *s) {
+  reap_children(s);
+  return !s->sandbox_gone && s->sandbox_pid > 0 && kill(s->sandbox_pid, 0) == 0;
+}
+
+/* Idle for hibernate_after: the sandbox goes to disk and we exit (hibernate.h). */
+static void maybe_hibernate(struct sup *s) {
+  if (!s->ready || s->quit || sandbox_busy(s) || !hibernate_due(&s->hib, now_ms()))
+    return;
+  mcp_error_t err = NULL;
+  if (refresh_dir(s, &err) < 0) {
+    mcp_error_log_release(&err, "mcp-sandboxd: hibernate");
+    return;
+  }
+  int r = hibernate_save(&s->hib, &s->sb, &err);
+  if (r > 0) {
+    exec_close(s);
+    s->quit = true;
+  }
+  if (r >= 0)
+    return;
+  mcp_error_log_release(&err, "mcp-sandboxd: hibernate");
+  if (sandbox_alive(s))
+    return; /* it goes on as it was, and is not checkpointed again */
+  hibernate_state_lost(&s->hib, &s->sb, "the sandbox did not survive a failed checkpoint");
+  sandbox_stop(s);
+  s->quit = true;
+}
+
+static int64_t ready_timeout_ms(const struct sup *s) { return s->hib.restoring ? RESTORE_WAKE_MS : READY_TIMEOUT_MS; }
+
 static int loop(struct sup *s) {
   while (!s->quit) {
     ensure_sandbox(s);
@@ -684,10 +757,13 @@ static int loop(struct sup *s) {
     } else if (!s->started && s->boot_waiting) {
       timeout = BOOT_RETRY_MS;
     } else if (!s->ready) {
-      int64_t left = s->started_at + READY_TIMEOUT_MS - now;
+      int64_t left = s->started_at + ready_timeout_ms(s) - now;
       timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
     } else if (waiting_for_slots(s)) {
       timeout = SLOT_RETRY_MS;
+    } else if (!sandbox_busy(s)) {
+      int left = hibernate_timeout_ms(&s->hib, now);
+      timeout = left >= 0 && left < timeout ? left : timeout;
     }
     int eg_timeout = egress_timeout_ms(&s->eg);
     if (eg_timeout >= 0 && eg_timeout < timeout)
@@ -718,12 +794,17 @@ static int loop(struct sup *s) {
     if (s->call_active && now >= s->call_deadline) {
       fprintf(stderr, "mcp-sandboxd %s: the call overran its deadline; restarting the sandbox\n", s->sb.id);
       sandbox_lost(s, true);
-    } else if (s->started && !s->ready && now - s->started_at >= READY_TIMEOUT_MS) {
+    } else if (s->started && !s->ready && now - s->started_at >= ready_timeout_ms(s)) {
       fprintf(stderr, "mcp-sandboxd %s: the executor did not become ready\n", s->sb.id);
-      s->quick_deaths = MAX_QUICK_DEATHS;
-      sandbox_stop(s);
+      if (s->hib.restoring) {
+        restore_lost(s, "the restored executor did not answer its wake");
+      } else {
+        s->quick_deaths = MAX_QUICK_DEATHS;
+        sandbox_stop(s);
+      }
     }
     maybe_start_next(s);
+    maybe_hibernate(s);
   }
   return 0;
 }
@@ -752,6 +833,7 @@ static int setup(struct sup *s, const char *dir, mcp_error_t *err) {
   if (s->dirfd < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", dir);
   egress_init(&s->eg, &s->cfg, s->dirfd);
+  hibernate_init(&s->hib, &s->cfg, s->ops, s->dirfd);
   /* The bind mount's source (/opt/mcp/egress), empty until a call has egress. */
   if (mkdirat(s->dirfd, EGRESS_DIR, 0755) < 0 && errno != EEXIST)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", dir, EGRESS_DIR);
@@ -839,6 +921,9 @@ int supervisor_main(int argc, char **argv) {
   workspace_unmount(s.dirfd);
   /* Release the folder before answering: whoever asked us to quit removes it next. */
   close(s.lock_fd);
+  /* A hibernated sandbox: the responders waiting for call.lock may start
+   * the next supervisor now that sup.lock is free. */
+  hibernate_release(&s.hib);
   slot_release(&s.slots);
   for (int i = 0; i < MAX_CLIENTS; i++) {
     if (s.clients[i].fd < 0)
