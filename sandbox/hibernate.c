@@ -159,20 +159,34 @@ static int publish(const struct hibernation *h, int64_t ms, uint64_t *bytes, mcp
   return 0;
 }
 
-/* Not now: no call may be on its way, and the image needs room. */
-static int take_call_lock(struct hibernation *h, int *lock) {
+/* No call may be on its way, and the image needs room. */
+bool hibernate_begin(struct hibernation *h) {
   int64_t free_bytes = metrics_disk_free(h->cfg);
-  if (free_bytes >= 0 && (uint64_t)free_bytes < h->cfg->disk_floor)
-    return -1;
-  *lock = openat(h->dirfd, CALL_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  return *lock >= 0 && lock_try(*lock) == 0 ? 0 : -1;
+  cleanup_close int lock = -1;
+  if (free_bytes < 0 || (uint64_t)free_bytes >= h->cfg->disk_floor)
+    lock = openat(h->dirfd, CALL_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock < 0 || lock_try(lock) < 0) {
+    h->idle_since = now_ms(); /* try again after another while */
+    return false;
+  }
+  hibernate_release(h);
+  h->call_lock = steal_fd(&lock);
+  return true;
+}
+
+/* Not tried again for this sandbox. */
+static int save_failed(struct hibernation *h, const struct sandbox_ctx *sb, int64_t ms, const struct mcp_error *why) {
+  h->failed = true;
+  METRIC_INC(hibernate_failures);
+  audit(h, sb, "hibernate_failed", ms, 0, why->msg);
+  remove_tree_at(h->dirfd, HIBERNATE_NEW_DIR, NULL);
+  return -1;
 }
 
 int hibernate_save(struct hibernation *h, struct sandbox_ctx *sb, mcp_error_t *err) {
-  cleanup_close int lock = -1;
-  if (take_call_lock(h, &lock) < 0) {
-    h->idle_since = now_ms(); /* try again after another while */
-    return 0;
+  if (h->call_lock < 0) {
+    mcp_fail(err, MCP_ERR_INTERNAL, EINVAL, "hibernate_save without hibernate_begin");
+    return -1;
   }
   int64_t t0 = now_ms();
   char image[PATH_MAX];
@@ -184,13 +198,8 @@ int hibernate_save(struct hibernation *h, struct sandbox_ctx *sb, mcp_error_t *e
     r = mcp_fail(err, MCP_ERR_INTERNAL, -r, "the image folder");
   else
     r = h->ops->checkpoint(sb, image, err);
-  if (r < 0) {
-    h->failed = true;
-    METRIC_INC(hibernate_failures);
-    audit(h, sb, "hibernate_failed", now_ms() - t0, 0, (*err)->msg);
-    remove_tree_at(h->dirfd, HIBERNATE_NEW_DIR, NULL);
-    return -1;
-  }
+  if (r < 0)
+    return save_failed(h, sb, now_ms() - t0, *err);
   /* The sandbox is stopped: its processes go, then its workspace is
    * unmounted, which writes the file system out to work.img. */
   mcp_error_t derr = NULL;
@@ -199,19 +208,13 @@ int hibernate_save(struct hibernation *h, struct sandbox_ctx *sb, mcp_error_t *e
   workspace_unmount(h->dirfd);
   int64_t ms = now_ms() - t0;
   uint64_t bytes = 0;
-  if (publish(h, ms, &bytes, err) < 0) {
-    h->failed = true;
-    METRIC_INC(hibernate_failures);
-    audit(h, sb, "hibernate_failed", ms, 0, (*err)->msg);
-    remove_tree_at(h->dirfd, HIBERNATE_NEW_DIR, NULL);
-    return -1;
-  }
-  h->call_lock = steal_fd(&lock);
+  if (publish(h, ms, &bytes, err) < 0)
+    return save_failed(h, sb, ms, *err);
   METRIC_INC(hibernations);
   audit(h, sb, "hibernated", ms, bytes, NULL);
   fprintf(stderr, "mcp-sandboxd %s: hibernated (%llu bytes in %lld ms)\n", sb->id, (unsigned long long)bytes,
           (long long)ms);
-  return 1;
+  return 0;
 }
 
 /* ---- restoring ---- */

@@ -83,10 +83,15 @@ void hibernate_idle(struct hibernation *h, const char *token);
 int hibernate_timeout_ms(struct hibernation *h, int64_t now);
 /* Idle long enough, in a session's folder, with a backend that can. */
 bool hibernate_due(struct hibernation *h, int64_t now);
-/* Checkpoint the idle sandbox sb into the folder and stop it.  1: done
- * (the supervisor exits; call.lock stays held until hibernate_release);
- * 0: not now (a responder holds call.lock, the disk is low: try again
- * later); -1: the checkpoint failed (*err), see hibernate.c. */
+/* Whether the due sandbox may go now: true once the supervisor holds
+ * call.lock; false when a responder holds it or the disk is below
+ * disk_floor (then the sandbox counts as idle from now: try again later). */
+bool hibernate_begin(struct hibernation *h);
+/* After hibernate_begin (and the executor's H): checkpoint the idle
+ * sandbox sb into the folder and stop it.  0: done (the supervisor exits).
+ * -1: it failed (*err) and the sandbox is not tried again; it may have
+ * survived or not.  Either way call.lock stays held until hibernate_release
+ * (the supervisor's exit, or its going on with a sandbox that survived). */
 int hibernate_save(struct hibernation *h, struct sandbox_ctx *sb, mcp_error_t *err);
 /* Start the sandbox: restore it when the folder holds an image, else (or
  * when that fails: state_lost) boot a new one.  1: restored (wake it with

@@ -62,6 +62,7 @@
 #define SLOT_RETRY_MS 25
 #define BOOT_RETRY_MS 50 /* how soon a supervisor without a boot slot tries again */
 #define FINAL_FLUSH_MS 2000
+#define QUIESCE_MS 5000 /* the executor's answer to H before a checkpoint */
 
 struct client {
   int fd;
@@ -698,6 +699,21 @@ static bool sandbox_alive(struct sup *s) {
   return !s->sandbox_gone && s->sandbox_pid > 0 && kill(s->sandbox_pid, 0) == 0;
 }
 
+/* Before the checkpoint the executor drops its spares (frame H): the wake
+ * replaces them anyway, and without the pages they copied the image is
+ * half the size (12 against 23 MB with numpy and pandas), written and
+ * restored sooner.  An executor that does not answer in time is
+ * checkpointed as it is. */
+static void executor_quiesce(struct sup *s) {
+  if (frame_write(s->exec_in, FRAME_HIBERNATE, NULL, 0) < 0)
+    return;
+  int64_t deadline = now_ms() + QUIESCE_MS;
+  struct frame f;
+  while (frame_read(&s->exec_r, s->exec_out, deadline, &f) == 1)
+    if (f.type == FRAME_HIBERNATE)
+      return;
+}
+
 /* Idle for hibernate_after: the sandbox goes to disk and we exit (hibernate.h). */
 static void maybe_hibernate(struct sup *s) {
   if (!s->ready || s->quit || sandbox_busy(s) || !hibernate_due(&s->hib, now_ms()))
@@ -707,19 +723,22 @@ static void maybe_hibernate(struct sup *s) {
     mcp_error_log_release(&err, "mcp-sandboxd: hibernate");
     return;
   }
-  int r = hibernate_save(&s->hib, &s->sb, &err);
-  if (r > 0) {
+  if (!hibernate_begin(&s->hib))
+    return; /* a responder holds call.lock: not now */
+  executor_quiesce(s);
+  s->quit = true;
+  if (hibernate_save(&s->hib, &s->sb, &err) == 0) {
     exec_close(s);
-    s->quit = true;
-  }
-  if (r >= 0)
     return;
+  }
   mcp_error_log_release(&err, "mcp-sandboxd: hibernate");
-  if (sandbox_alive(s))
-    return; /* it goes on as it was, and is not checkpointed again */
+  if (sandbox_alive(s)) {
+    s->quit = false; /* it goes on as it was, and is not checkpointed again */
+    hibernate_release(&s->hib);
+    return;
+  }
   hibernate_state_lost(&s->hib, &s->sb, "the sandbox did not survive a failed checkpoint");
   sandbox_stop(s);
-  s->quit = true;
 }
 
 static int64_t ready_timeout_ms(const struct sup *s) { return s->hib.restoring ? RESTORE_WAKE_MS : READY_TIMEOUT_MS; }

@@ -14,8 +14,8 @@ import sys
 from .call import run_call
 from .limits import set_dumpable
 from .processes import clear_scratch
-from .protocol import ACCEPTED, DONE, REQUEST, WAKE, FrameReader, write_frame, write_ready
-from .restore import wake
+from .protocol import ACCEPTED, DONE, HIBERNATE, REQUEST, WAKE, FrameReader, write_frame, write_ready
+from .restore import before_checkpoint, wake
 from .spare import prepare_spare
 from .state import Args, State
 
@@ -47,6 +47,9 @@ def serve(st, reader, wake_r):
         kind, payload = frame
         if kind == WAKE:
             wake(st, payload)
+            continue
+        if kind == HIBERNATE:
+            before_checkpoint(st)
             continue
         if kind != REQUEST:
             continue

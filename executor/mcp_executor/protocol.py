@@ -19,6 +19,7 @@ REQUEST = b"R"  # JSON: run this call
 CANCEL = b"K"  # empty: end the running call
 READY = b"Y"  # JSON: the executor is up (Python version, preloaded modules)
 WAKE = b"W"  # JSON {"seed": hex}: the sandbox was restored from its checkpoint (restore.py)
+HIBERNATE = b"H"  # empty, both ways: a checkpoint follows; answered once the spares are gone (restore.py)
 ACCEPTED = b"A"  # empty: the call is the sandbox's own now
 STDOUT = b"O"  # bytes of the call's stdout
 STDERR = b"E"  # bytes of the call's stderr

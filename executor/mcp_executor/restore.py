@@ -20,8 +20,16 @@ import os
 import random
 import sys
 
-from .protocol import write_ready
+from .protocol import HIBERNATE, write_frame, write_ready
 from .spare import drop_spares, prepare_spare
+
+
+def before_checkpoint(st):
+    """H: a checkpoint follows.  The spares would only be replaced at the
+    wake: they go now, and with them the pages they copied (the image is
+    smaller, written and restored sooner)."""
+    drop_spares(st)
+    write_frame(HIBERNATE, b"")
 
 
 def fresh_seed(payload):

@@ -168,6 +168,17 @@ static void wake_tests(struct sandbox *sb) {
   snprintf(want, sizeof(want), "%d\n", (int)after);
   is_mem(out.data, out.len, want, strlen(want), "the next call runs in the new spare");
   buf_free(&out);
+
+  /* H before a checkpoint: the spares go at once (the image is smaller);
+   * the wake forks new ones. */
+  pid_t spare = the_spare(sb->ctx.pid, after, 10000);
+  frame_write(sb->to_exec, FRAME_HIBERNATE, NULL, 0);
+  is_int(frame_read(&sb->r, sb->from_exec, now_ms() + 20000, &f), 1, "a frame answers H");
+  is_int(f.type, FRAME_HIBERNATE, "H, once the spares are gone");
+  ok(spare > 0 && !alive(spare), "the spare is gone before the checkpoint");
+  frame_write(sb->to_exec, FRAME_WAKE, seed, strlen(seed));
+  ok(frame_read(&sb->r, sb->from_exec, now_ms() + 20000, &f) == 1 && f.type == FRAME_READY, "Y after the wake");
+  ok(the_spare(sb->ctx.pid, spare, 10000) > 0, "with a new spare");
 }
 
 static void direct_tests(void) {

@@ -117,11 +117,15 @@ static void save_tests(int dirfd, struct sandbox_ctx *sb) {
   /* A responder in the middle of a call holds call.lock. */
   int held = openat(dirfd, CALL_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   ok(held >= 0 && lock_try(held) == 0, "a responder holds call.lock");
-  is_int(hibernate_save(&h, sb, &err), 0, "no hibernation while a responder holds call.lock");
-  is_int(be.checkpoints, 0, "... and no checkpoint");
+  ok(!hibernate_begin(&h), "no hibernation while a responder holds call.lock");
+  ok(!hibernate_due(&h, now_ms() + 500), "... the sandbox counts as idle from now");
   close(held);
+  is_int(hibernate_save(&h, sb, &err), -1, "no checkpoint without hibernate_begin");
+  mcp_error_release(&err);
+  is_int(be.checkpoints, 0, "... none was made");
 
-  is_int(hibernate_save(&h, sb, &err), 1, "hibernate_save checkpoints once call.lock is free");
+  ok(hibernate_begin(&h), "hibernate_begin takes call.lock once it is free");
+  is_int(hibernate_save(&h, sb, &err), 0, "hibernate_save checkpoints");
   if (err != NULL)
     diag("%s", err->msg), mcp_error_release(&err);
   is_int(be.checkpoints, 1, "one checkpoint");
@@ -173,7 +177,7 @@ static void lost_case(int dirfd, struct sandbox_ctx *sb, const char *how) {
   hibernate_init(&h, &cfg, &test_ops, dirfd);
   hibernate_idle(&h, "alice");
   h.idle_since -= 5000;
-  is_int(hibernate_save(&h, sb, &err), 1, "%s: hibernated", how);
+  ok(hibernate_begin(&h) && hibernate_save(&h, sb, &err) == 0, "%s: hibernated", how);
   hibernate_release(&h);
   int restores = be.restores, starts = be.starts;
   if (strcmp(how, "another version") == 0) {
@@ -205,13 +209,16 @@ static void failed_checkpoint(int dirfd, struct sandbox_ctx *sb) {
   hibernate_idle(&h, "alice");
   h.idle_since -= 5000;
   be.checkpoint_fails = true;
+  ok(hibernate_begin(&h), "begin");
   is_int(hibernate_save(&h, sb, &err), -1, "a failed checkpoint fails hibernate_save");
   ok(err != NULL, "with an error");
   mcp_error_release(&err);
   ok(!exists(dirfd, HIBERNATE_DIR) && !exists(dirfd, HIBERNATE_NEW_DIR), "and leaves no image");
   ok(!hibernate_due(&h, now_ms()), "the sandbox is not checkpointed again");
   int probe = openat(dirfd, CALL_LOCK, O_RDWR | O_CLOEXEC);
-  ok(!lock_held_elsewhere(probe), "call.lock is not kept");
+  ok(lock_held_elsewhere(probe), "call.lock stays held: the supervisor decides (a sandbox that survived goes on)");
+  hibernate_release(&h);
+  ok(!lock_held_elsewhere(probe), "released");
   close(probe);
   cleanup_free char *log = audit_text();
   like(log, "\"event\":\"hibernate_failed\"", "an audit line for the failure");
