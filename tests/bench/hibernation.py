@@ -10,12 +10,14 @@ short hibernate_after (scripts/bench gives the command), then:
   - their memory is measured live (PSS of each session's supervisor, runsc
     sandbox, gofer and stubs; MemAvailable), then once they all hibernated
     (the same, and each image's bytes on disk, apparent and allocated);
-  - rounds: every session hibernated, each session's next call is timed, in
-    a shuffled order: half of them restore from their image ("restore"),
-    for the other half the image is removed first, so that the call boots a
-    new sandbox and imports numpy and pandas again ("cold": what the call
-    would cost had the idle sandbox been stopped instead); the roles swap
-    each round.  The call is the same numpy+pandas computation as target 3.
+  - samples, one at a time, each while every session is hibernated and no
+    checkpoint is being written (a checkpoint costs seconds of CPU, which
+    would land on the timed call): the next call of one session is timed,
+    either restoring from its image ("restore") or, with the image removed
+    first, booting a new sandbox that imports numpy and pandas again
+    ("cold": what the call would cost had the idle sandbox been stopped
+    instead).  Each session gives both kinds, in a shuffled order.  The
+    call is the same numpy+pandas computation as target 3.
 
 Each restore is checked in the audit log (a `restored` event of that
 session after the call) and each result has state_lost false; a cold one
@@ -32,9 +34,8 @@ import sys
 import time
 
 
-# Long enough to set up and measure the sessions alive; the rounds wait for
-# it (and the checkpoints) twice.
-HIBERNATE_AFTER = 10
+# Each sample waits for it (and a checkpoint) once.
+HIBERNATE_AFTER = 5
 
 
 def log(msg):
@@ -125,8 +126,9 @@ class Hibernation:
     def dir(self, sid):
         return self.b.svc.session_dir(sid)
 
-    def memory(self):
-        pss = [self.b.pss_kib(session_pids(self.dir(s))) for s in self.sids]
+    def memory(self, pss=None):
+        if pss is None:
+            pss = [self.b.pss_kib(session_pids(self.dir(s))) for s in self.sids]
         avail = []
         for _ in range(10):
             avail.append(self.b.mem_available_kib())
@@ -134,11 +136,13 @@ class Hibernation:
         return {"pss_kib": pss, "mem_available_kib": statistics.median(avail)}
 
     def wait_hibernated(self, timeout):
+        """Every session hibernated, no checkpoint being written."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if all(image_bytes(self.dir(s)) and not session_pids(self.dir(s)) for s in self.sids):
+            if all(image_bytes(self.dir(s)) and not session_pids(self.dir(s)) and
+                   not os.path.exists(os.path.join(self.dir(s), "hibernate.new")) for s in self.sids):
                 return
-            time.sleep(0.2)
+            time.sleep(0.1)
         raise RuntimeError("not every session hibernated within %.0f s" % timeout)
 
     def timed_first_call(self, sid, kind):
@@ -154,21 +158,23 @@ class Hibernation:
     def run(self):
         b = self.b
         n = 4 if b.quick else 6
-        rounds = 2
         self.restart(HIBERNATE_AFTER)
         base = b.mem_available_kib()
-        log("F: hibernation, %d sessions with numpy and pandas, %d rounds of restore / cold boot" % (n, rounds))
+        log("F: hibernation, %d sessions with numpy and pandas, %d samples each of restore and cold boot" % (n, n))
         for _ in range(n):
             sid = b.c.initialize()
             b.sessions.add(sid)
             self.sids.append(sid)
             for _ in range(2):
                 b.c.call(sid, self.code, expect=self.expect)
-        # One more call each, in quick succession: all of them are alive
-        # (idle for less than hibernate_after) while they are measured.
+        # One more call each in quick succession, each session measured
+        # right after it: all of them alive (idle for less than
+        # hibernate_after), MemAvailable taken once they all are.
+        pss = []
         for sid in self.sids:
             b.c.call(sid, self.code, expect=self.expect)
-        live = self.memory()
+            pss.append(b.pss_kib(session_pids(self.dir(sid))))
+        live = self.memory(pss)
         timeout = HIBERNATE_AFTER + 60.0 + 10 * n
         self.wait_hibernated(timeout)
         asleep = self.memory()
@@ -184,14 +190,14 @@ class Hibernation:
             "image_allocated_bytes": [d[1] for d in disk],
             "checkpoint_ms": [x.get("checkpoint_ms") for x in info],
         }
-        for r in range(rounds):
-            if r:
+        plan = [(sid, kind) for sid in self.sids for kind in ("restore", "cold")]
+        random.shuffle(plan)
+        for i, (sid, kind) in enumerate(plan):
+            if i:
                 self.wait_hibernated(timeout)
-            order = list(self.sids)
-            random.shuffle(order)
-            for i, sid in enumerate(order):
-                self.timed_first_call(sid, "restore" if (i + r) % 2 == 0 else "cold")
-            log("  round %d/%d" % (r + 1, rounds))
+            self.timed_first_call(sid, kind)
+            if (i + 1) % 4 == 0 or i + 1 == len(plan):
+                log("  samples: %d/%d" % (i + 1, len(plan)))
         took, errs = b.end_sessions(self.sids)
         if errs:
             log("%d sessions could not be ended: %s" % (len(errs), errs[:3]))
