@@ -74,6 +74,15 @@ static char *audit_text(void) {
   return text;
 }
 
+/* call.lock is held (by h) until hibernate_release(), then free. */
+static void held_until_release(struct hibernation *h, int dirfd, const char *why) {
+  int probe = openat(dirfd, CALL_LOCK, O_RDWR | O_CLOEXEC);
+  ok(lock_held_elsewhere(probe), "call.lock stays held: %s", why);
+  hibernate_release(h);
+  ok(!lock_held_elsewhere(probe), "hibernate_release lets the responders in");
+  close(probe);
+}
+
 static int open_folder(const char *sub) {
   char p[1200];
   snprintf(p, sizeof(p), "%s/%s", tmp, sub);
@@ -137,11 +146,7 @@ static void save_tests(int dirfd, struct sandbox_ctx *sb) {
   like(info, "\"version\":\"" PACKAGE_VERSION "\"", "info.json names the version");
   like(info, "\"token\":\"alice\"", "info.json names the last call's token");
   like(info, "\"image_bytes\":20", "info.json has the image's size");
-  int probe = openat(dirfd, CALL_LOCK, O_RDWR | O_CLOEXEC);
-  ok(lock_held_elsewhere(probe), "call.lock stays held until the supervisor exits");
-  hibernate_release(&h);
-  ok(!lock_held_elsewhere(probe), "hibernate_release lets the responders in");
-  close(probe);
+  held_until_release(&h, dirfd, "until the supervisor exits");
   cleanup_free char *log = audit_text();
   like(log, "\"event\":\"hibernated\",\"session_id\":\"" SESSION "\",\"token\":\"alice\"",
        "an audit line for the hibernation");
@@ -215,11 +220,7 @@ static void failed_checkpoint(int dirfd, struct sandbox_ctx *sb) {
   mcp_error_release(&err);
   ok(!exists(dirfd, HIBERNATE_DIR) && !exists(dirfd, HIBERNATE_NEW_DIR), "and leaves no image");
   ok(!hibernate_due(&h, now_ms()), "the sandbox is not checkpointed again");
-  int probe = openat(dirfd, CALL_LOCK, O_RDWR | O_CLOEXEC);
-  ok(lock_held_elsewhere(probe), "call.lock stays held: the supervisor decides (a sandbox that survived goes on)");
-  hibernate_release(&h);
-  ok(!lock_held_elsewhere(probe), "released");
-  close(probe);
+  held_until_release(&h, dirfd, "the supervisor decides (a sandbox that survived goes on)");
   cleanup_free char *log = audit_text();
   like(log, "\"event\":\"hibernate_failed\"", "an audit line for the failure");
   be.checkpoint_fails = false;
