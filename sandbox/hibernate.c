@@ -257,9 +257,15 @@ void hibernate_restore_failed(struct hibernation *h, const struct sandbox_ctx *s
 }
 
 int hibernate_start(struct hibernation *h, struct sandbox_ctx *sb, int stdin_fd, int stdout_fd, mcp_error_t *err) {
-  /* An image whose checkpoint never finished is no image. */
-  remove_tree_at(h->dirfd, HIBERNATE_NEW_DIR, NULL);
-  if (faccessat(h->dirfd, HIBERNATE_DIR, F_OK, AT_SYMLINK_NOFOLLOW) != 0)
+  bool published = faccessat(h->dirfd, HIBERNATE_DIR, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+  /* An image whose checkpoint never finished (the service was killed in
+   * the middle) is no image, and the sandbox it was of is gone. */
+  if (faccessat(h->dirfd, HIBERNATE_NEW_DIR, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+    remove_tree_at(h->dirfd, HIBERNATE_NEW_DIR, NULL);
+    if (!published)
+      hibernate_state_lost(h, sb, "a checkpoint was interrupted");
+  }
+  if (!published)
     return h->ops->start(sb, stdin_fd, stdout_fd, err) < 0 ? -1 : 0;
   h->restore_started = now_ms();
   const char *why = image_unusable(h);

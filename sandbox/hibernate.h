@@ -9,7 +9,8 @@
  *
  * In the session folder (the names are in sandbox/client.h):
  *   hibernate.new/  an image being written (runsc's checkpoint.img); a
- *                   supervisor that finds one removes it
+ *                   supervisor that finds one removes it (alone, it is a
+ *                   checkpoint the service's end interrupted: state_lost)
  *   hibernated/     a complete image: checkpoint.img and info.json (format,
  *                   version of the service, when, the last call's token name,
  *                   its size, how long the checkpoint took).  Published by a

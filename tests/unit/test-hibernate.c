@@ -173,6 +173,16 @@ static void restore_tests(int dirfd, struct sandbox_ctx *sb) {
   is_str(extra, "", "... only once");
   is_int(hibernate_start(&h, sb, -1, -1, &err), 0, "without an image, a new sandbox boots");
   is_int(be.starts, 1, "booted");
+  ok(!exists(dirfd, STATE_LOST_FILE), "with nothing to say");
+
+  /* A checkpoint the service's end interrupted: no image, and the sandbox
+   * it was of is gone. */
+  mkdirat(dirfd, HIBERNATE_NEW_DIR, 0700);
+  hibernate_init(&h, &cfg, &test_ops, dirfd);
+  is_int(hibernate_start(&h, sb, -1, -1, &err), 0, "an interrupted checkpoint: a new sandbox boots");
+  ok(!exists(dirfd, HIBERNATE_NEW_DIR), "the half-written image is removed");
+  ok(h.state_lost && exists(dirfd, STATE_LOST_FILE), "and the next result says state_lost");
+  hibernate_result_sent(&h);
 }
 
 /* A hibernated folder whose image cannot be used, in the way `how` says. */
