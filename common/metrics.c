@@ -186,11 +186,6 @@ int64_t metrics_disk_free(const struct mcp_config *cfg) {
 }
 
 int metrics_health(const struct mcp_config *cfg, const char **reason) {
-  int64_t free_bytes = metrics_disk_free(cfg);
-  if (free_bytes >= 0 && (uint64_t)free_bytes < cfg->disk_floor) {
-    *reason = "the state folder's disk is below disk_floor: no new sessions";
-    return -1;
-  }
   if (shm == NULL) {
     *reason = "the service counters are not available";
     return -1;

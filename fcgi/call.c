@@ -109,6 +109,7 @@ int call_result_parse(const char *json, size_t len, struct call_result *res) {
   res->cancelled = get_bool(o, "cancelled");
   res->memory_error = get_bool(o, "memory_error");
   res->cpu_exceeded = get_bool(o, "cpu_exceeded");
+  res->processes_exceeded = get_bool(o, "processes_exceeded");
   res->workspace_full = get_bool(o, "workspace_full");
   res->input_error = get_bool(o, "input_error");
   res->install_error = get_bool(o, "install_error");

@@ -37,18 +37,19 @@ struct call_result {
   bool timed_out;
   bool cancelled;
   bool truncated;
-  bool memory_error;     /* the code raised MemoryError */
-  bool cpu_exceeded;     /* killed by the CPU time limit */
-  bool workspace_full;   /* /work had no room left when the call ended */
-  bool input_error;      /* the input files could not be written: the code did not run */
-  bool install_error;    /* the packages could not be installed: the code did not run */
-  bool packages_missing; /* ... because the session no longer had them (none were fetched) */
-  bool sandbox_lost;     /* the sandbox stopped during the call */
-  bool memory_exceeded;  /* ... because the sandbox's memory backstop was hit */
-  bool state_lost;       /* the sandbox hibernated and could not be restored: a new one ran the call */
-  bool restored;         /* the sandbox was restored from its hibernation image for this call */
-  bool egress_limited;   /* an egress limit ended or refused a connection ... */
-  char egress_limit[32]; /* ... this one (bytes_out, bytes_in, connections, connection_time) */
+  bool memory_error;       /* the code raised MemoryError */
+  bool cpu_exceeded;       /* killed by the CPU time limit */
+  bool processes_exceeded; /* stopped near the sandbox's host-task backstop (supervisor) */
+  bool workspace_full;     /* /work had no room left when the call ended */
+  bool input_error;        /* the input files could not be written: the code did not run */
+  bool install_error;      /* the packages could not be installed: the code did not run */
+  bool packages_missing;   /* ... because the session no longer had them (none were fetched) */
+  bool sandbox_lost;       /* the sandbox stopped during the call */
+  bool memory_exceeded;    /* ... because the sandbox's memory backstop was hit */
+  bool state_lost;         /* the sandbox hibernated and could not be restored: a new one ran the call */
+  bool restored;           /* the sandbox was restored from its hibernation image for this call */
+  bool egress_limited;     /* an egress limit ended or refused a connection ... */
+  char egress_limit[32];   /* ... this one (bytes_out, bytes_in, connections, connection_time) */
   int64_t duration_ms;
   int64_t cpu_ms;
   int64_t max_rss_kb;

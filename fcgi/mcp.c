@@ -114,6 +114,8 @@ static int handle_initialize(struct rpc_call *c) {
   cJSON *res = cJSON_AddObjectToObject(caps, "resources");
   cJSON_AddBoolToObject(res, "listChanged", 0);
   cJSON_AddBoolToObject(res, "subscribe", 0);
+  /* No prompts: an empty list, as in the 2026-07-28 era. */
+  cJSON_AddBoolToObject(cJSON_AddObjectToObject(caps, "prompts"), "listChanged", 0);
   cJSON *info = cJSON_AddObjectToObject(r, "serverInfo");
   cJSON_AddStringToObject(info, "name", MCP_SERVER_NAME);
   cJSON_AddStringToObject(info, "title", "Python sandbox");
@@ -140,6 +142,12 @@ static int handle_tools_list(struct rpc_call *c) {
 
 static int handle_tools_call(struct rpc_call *c) { return tools_call(c); }
 
+int mcp_prompts_list(struct rpc_call *c) {
+  c->result = cJSON_CreateObject();
+  cJSON_AddArrayToObject(c->result, "prompts");
+  return c->result ? 0 : rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
+}
+
 struct method {
   const char *name;
   rpc_handler fn;
@@ -153,6 +161,7 @@ static const struct method methods[] = {
     {"resources/list", resources_list},
     {"resources/read", resources_read},
     {"resources/templates/list", resources_templates_list},
+    {"prompts/list", mcp_prompts_list},
     {"logging/setLevel", logging_set_level},
 };
 
@@ -478,9 +487,10 @@ static int serve_endpoint(struct mcp_ctx *ctx, const struct http_request *req, s
     return http_send(sink, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.data ? b.data : "", b.len);
   }
   if (strcmp(req->endpoint, "healthz") == 0) {
-    const char *reason = "ok";
-    int r = metrics_health(ctx->cfg, &reason);
-    char body[160];
+    const char *reason = "the state folder's disk is below disk_floor (counting what the workspaces may still take): "
+                         "no new sessions";
+    int r = session_disk_low(ctx->store, NULL, NULL) ? -1 : metrics_health(ctx->cfg, &reason);
+    char body[256];
     int n =
         snprintf(body, sizeof(body), "{\"status\":\"%s\",\"reason\":\"%s\"}\n", r == 0 ? "ok" : "unavailable", reason);
     return http_send(sink, r == 0 ? 200 : 503, "application/json", NULL, body, (size_t)n);

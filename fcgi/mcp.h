@@ -19,5 +19,7 @@
 int mcp_serve(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink);
 
 bool mcp_version_supported(const char *v);
+/* prompts/list of both eras: this server has no prompts. */
+int mcp_prompts_list(struct rpc_call *c);
 
 #endif

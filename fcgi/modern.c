@@ -55,7 +55,7 @@ bool modern_request(const struct http_request *req, const cJSON *msg) {
 
 static bool header_char_ok(unsigned char ch) { return ch == '\t' || (ch >= 0x20 && ch <= 0x7e); }
 
-char *modern_header_value(const char *raw, size_t *len) {
+char *modern_header_value(const char *raw, bool decode, size_t *len) {
   size_t n = strlen(raw);
   while (n > 0 && (*raw == ' ' || *raw == '\t'))
     raw++, n--;
@@ -65,7 +65,8 @@ char *modern_header_value(const char *raw, size_t *len) {
     if (!header_char_ok((unsigned char)raw[i]))
       return NULL;
   size_t open = strlen(B64_OPEN), close = strlen(B64_CLOSE);
-  if (n < open + close || strncmp(raw, B64_OPEN, open) != 0 || strncmp(raw + n - close, B64_CLOSE, close) != 0) {
+  if (!decode || n < open + close || strncmp(raw, B64_OPEN, open) != 0 ||
+      strncmp(raw + n - close, B64_CLOSE, close) != 0) {
     *len = n;
     return xstrndup(raw, n);
   }
@@ -165,7 +166,7 @@ static int check_version(const struct http_request *req, const cJSON *meta, stru
   const cJSON *version = get(meta, META_VERSION);
   const char *v = version != NULL ? version->valuestring : "";
   size_t n = 0;
-  cleanup_free char *header = modern_header_value(req->protocol_version, &n);
+  cleanup_free char *header = modern_header_value(req->protocol_version, false, &n);
   if (header == NULL || strlen(v) != n || strcmp(header, v) != 0)
     return fail(f, 400, HEADER_MISMATCH,
                 "Header mismatch: MCP-Protocol-Version header value '%.40s' does not match _meta value '%.40s'",
@@ -175,13 +176,14 @@ static int check_version(const struct http_request *req, const cJSON *meta, stru
 
 /* ---- checks 5, 6 and 8: headers that mirror the body ---- */
 
-/* body: the body's value (NULL: absent); raw: the header (NULL: absent). */
-static int check_mirror(const char *name, const char *raw, const char *body, bool required, struct failure *f) {
+/* body: the body's value (NULL: absent); raw: the header (NULL: absent).
+ * Only Mcp-Name and Mcp-Param-* may carry the base64 form (`decode`): a
+ * proxy that routes on Mcp-Method must see what the server acts on. */
+static int check_mirror(const char *name, const char *raw, const char *body, bool decode, struct failure *f) {
   if (raw == NULL)
-    return body != NULL && required ? fail(f, 400, HEADER_MISMATCH, "Header mismatch: the %s header is required", name)
-                                    : 0;
+    return body != NULL ? fail(f, 400, HEADER_MISMATCH, "Header mismatch: the %s header is required", name) : 0;
   size_t n = 0;
-  cleanup_free char *value = modern_header_value(raw, &n);
+  cleanup_free char *value = modern_header_value(raw, decode, &n);
   if (value == NULL)
     return fail(f, 400, HEADER_MISMATCH, "Header mismatch: the %s header value is malformed", name);
   if (body == NULL)
@@ -206,7 +208,7 @@ static int check_sandbox_mirror(const struct http_request *req, const cJSON *par
 static int check_mirrors(const struct http_request *req, const char *method, const cJSON *params, struct failure *f) {
   if (req->mcp_method == NULL)
     return fail(f, 400, HEADER_MISMATCH, "Header mismatch: the Mcp-Method header is required");
-  if (check_mirror("Mcp-Method", req->mcp_method, method, true, f) < 0)
+  if (check_mirror("Mcp-Method", req->mcp_method, method, false, f) < 0)
     return -1;
   bool by_name = strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0;
   bool by_uri = strcmp(method, "resources/read") == 0;
@@ -261,13 +263,6 @@ static int tools_list_modern(struct rpc_call *c) {
   return c->result ? 0 : rpc_fail(c, RPC_INTERNAL_ERROR, "Internal error");
 }
 
-/* No prompts: an empty list (cacheable, like the others). */
-static int prompts_list(struct rpc_call *c) {
-  c->result = cJSON_CreateObject();
-  cJSON_AddArrayToObject(c->result, "prompts");
-  return 0;
-}
-
 struct method {
   const char *name;
   rpc_handler fn;
@@ -282,7 +277,7 @@ static const struct method methods[] = {
     {"resources/list", resources_list_modern, LIST_TTL_MS, true},
     {"resources/templates/list", resources_templates_modern, LIST_TTL_MS, true},
     {"resources/read", resources_read_modern, 0, false},
-    {"prompts/list", prompts_list, LIST_TTL_MS, true},
+    {"prompts/list", mcp_prompts_list, LIST_TTL_MS, true}, /* empty: cacheable like the others */
 };
 
 static const struct method *method_of(const char *name) {

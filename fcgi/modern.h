@@ -45,8 +45,9 @@ bool modern_by_headers(const struct http_request *req);
 int modern_post(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink, const cJSON *msg);
 /* Add resultType, serverInfo and the method's cache hints to c->result. */
 void modern_decorate(struct rpc_call *c);
-/* Decode a header value: trimmed, "=?base64?...?=" decoded.  NULL when the
+/* A header value: trimmed, and with `decode` (Mcp-Name, Mcp-Param-*: the
+ * only headers that may carry it) "=?base64?...?=" decoded.  NULL when the
  * value is malformed (bad base64, bytes outside visible ASCII, space, tab). */
-char *modern_header_value(const char *raw, size_t *len);
+char *modern_header_value(const char *raw, bool decode, size_t *len);
 
 #endif

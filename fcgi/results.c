@@ -46,6 +46,13 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
     snprintf(line, sizeof(line), "%sThe code used up its CPU time limit of %d s.", b->len ? " " : "", cfg->cpu_limit);
     buf_append(b, line, strlen(line));
   }
+  if (res->processes_exceeded) {
+    snprintf(line, sizeof(line),
+             "%sThe call was stopped: its processes (a fork bomb?) made the sandbox hold too many host tasks. The "
+             "sandbox restarts for the next call; files in /work are kept.",
+             b->len ? " " : "");
+    buf_append(b, line, strlen(line));
+  }
   if (res->install_error) {
     snprintf(line, sizeof(line), "%sThe packages could not be installed (see stderr); the code did not run.",
              b->len ? " " : "");
@@ -100,6 +107,7 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
   cJSON_AddBoolToObject(sc, "truncated", res->truncated);
   cJSON_AddBoolToObject(sc, "memory_exceeded", res->memory_exceeded || res->memory_error);
   cJSON_AddBoolToObject(sc, "cpu_exceeded", res->cpu_exceeded);
+  cJSON_AddBoolToObject(sc, "processes_exceeded", res->processes_exceeded);
   cJSON_AddBoolToObject(sc, "workspace_full", res->workspace_full);
   cJSON_AddBoolToObject(sc, "sandbox_restarted", res->sandbox_lost);
   cJSON_AddBoolToObject(sc, "state_lost", res->state_lost);
@@ -113,7 +121,9 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
   if (notes.len > 0)
     add_text(content, notes.data);
   cJSON_AddItemToObject(r, "structuredContent", sc);
-  cJSON_AddBoolToObject(r, "isError", res->exit_code != 0 || res->timed_out || res->cancelled || res->sandbox_lost);
+  cJSON_AddBoolToObject(r, "isError",
+                        res->exit_code != 0 || res->timed_out || res->cancelled || res->sandbox_lost ||
+                            res->processes_exceeded);
   return r;
 }
 

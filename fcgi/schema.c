@@ -76,6 +76,8 @@ static cJSON *output_schema(void) {
   prop(props, "truncated", "boolean", "Output beyond the limit was dropped.");
   prop(props, "memory_exceeded", "boolean", "The code ran out of its memory limit.");
   prop(props, "cpu_exceeded", "boolean", "The code used up its CPU time limit.");
+  prop(props, "processes_exceeded", "boolean",
+       "The call was stopped because its processes (a fork bomb) held too much of the sandbox's host resources.");
   prop(props, "workspace_full", "boolean", "The session's workspace quota is used up.");
   cJSON *fl = prop(props, "files", "array", "Files new or changed in /work/output by this call.");
   cJSON *fli = cJSON_AddObjectToObject(fl, "items");

@@ -153,6 +153,36 @@ static int count_entries(int parent_fd, const char *name, bool (*want)(const cha
 
 int session_count(struct store *st) { return count_entries(st->state_fd, "sessions", session_id_valid); }
 
+/* What the workspace images below state/<name> may still take. */
+static uint64_t unallocated_in(int parent_fd, const char *name) {
+  cleanup_dir DIR *d = open_listing(parent_fd, name);
+  uint64_t sum = 0;
+  struct dirent *de;
+  while (d != NULL && (de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.' && (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
+      continue;
+    cleanup_close int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0)
+      sum += workspace_unallocated(fd);
+  }
+  return sum;
+}
+
+bool session_disk_low(struct store *st, int64_t *free_out, uint64_t *committed_out) {
+  /* Workspace images are sparse: every session (and pre-started sandbox)
+   * may still grow to its quota, and a full disk would fail the writes of
+   * them all.  So what they may still take counts as used, and a new
+   * session needs disk_floor and its own quota beyond that. */
+  int64_t free_bytes = metrics_disk_free(st->cfg);
+  uint64_t committed = unallocated_in(st->state_fd, "sessions") + unallocated_in(st->state_fd, "pool");
+  uint64_t needs = st->cfg->disk_floor + (strcmp(st->cfg->backend, "runsc") == 0 ? st->cfg->workspace_quota : 0);
+  if (free_out != NULL)
+    *free_out = free_bytes;
+  if (committed_out != NULL)
+    *committed_out = committed;
+  return free_bytes >= 0 && ((uint64_t)free_bytes < committed || (uint64_t)free_bytes - committed < needs);
+}
+
 /* owners/t-<token>/<session id>: one empty file per live session of the
  * token, so that a token's sessions are counted without reading them all. */
 static void owner_dir_name(const char *token_id, char name[80]) {
@@ -276,14 +306,14 @@ static int reserve(struct store *st, const char *token_id, const char *sid, mcp_
   cleanup_close int lock = store_lock(st, err);
   if (lock < 0)
     return -1;
-  /* Workspace images are sparse: a session may grow to its quota later,
-   * and a full disk would fail every session's writes. */
-  int64_t free_bytes = metrics_disk_free(st->cfg);
-  uint64_t needs = st->cfg->disk_floor + (strcmp(st->cfg->backend, "runsc") == 0 ? st->cfg->workspace_quota : 0);
-  if (free_bytes >= 0 && (uint64_t)free_bytes < needs) {
+  int64_t free_bytes;
+  uint64_t committed;
+  if (session_disk_low(st, &free_bytes, &committed)) {
     metrics_reject_reason(REJECT_DISK_FULL);
-    fprintf(stderr, "session_create: %lld bytes free on the state folder's disk, below disk_floor + a workspace\n",
-            (long long)free_bytes);
+    fprintf(stderr,
+            "session_create: %lld bytes free on the state folder's disk, %llu of them promised to the workspaces "
+            "that exist: below disk_floor + a workspace\n",
+            (long long)free_bytes, (unsigned long long)committed);
     return mcp_fail_public(err, MCP_ERR_CAPACITY, "The server is low on disk space; try again later.");
   }
   if (session_count(st) >= st->cfg->max_sessions) {

@@ -83,6 +83,10 @@ void session_close(struct session *s);
 /* End a session: 404 from now on, sandbox stopped, folder removed. */
 int session_destroy(struct store *st, const char *id, mcp_error_t *err);
 int session_count(struct store *st);
+/* Whether a new session would leave less than disk_floor (and its own
+ * workspace_quota) free, counting what the workspace images that exist may
+ * still take (they are sparse) as used; the figures when asked. */
+bool session_disk_low(struct store *st, int64_t *free_bytes, uint64_t *committed);
 /* Remove the owner entries of sessions that are gone (the keeper). */
 void session_owners_mend(struct store *st);
 

@@ -75,14 +75,15 @@ int cgroups_prepare_parent(const struct mcp_config *cfg, mcp_error_t *err) {
   return 0;
 }
 
-/* <memory controller mount>/<parent>/<name> */
-static int memory_path(const struct mcp_config *cfg, const char *name, char *buf, size_t size, mcp_error_t *err) {
+/* <controller mount>/<parent>/<name> */
+static int controller_path(const struct mcp_config *cfg, const char *controller, const char *name, char *buf,
+                           size_t size, mcp_error_t *err) {
   if (init(err) < 0)
     return -1;
   char *mnt = NULL;
-  int r = cgroup_get_subsys_mount_point("memory", &mnt);
+  int r = cgroup_get_subsys_mount_point(controller, &mnt);
   if (r != 0 || mnt == NULL)
-    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "memory cgroup mount: %s", cgroup_strerror(r));
+    return mcp_fail(err, MCP_ERR_INTERNAL, 0, "%s cgroup mount: %s", controller, cgroup_strerror(r));
   int n = snprintf(buf, size, "%s/%s%s%s", mnt, cfg->cgroup_parent, name ? "/" : "", name ? name : "");
   free(mnt);
   if (n < 0 || (size_t)n >= size)
@@ -95,7 +96,7 @@ int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, ui
   if (cfg->cgroup_parent[0] == '\0')
     return 0;
   char dir[PATH_MAX], file[PATH_MAX + 32];
-  if (memory_path(cfg, container_id, dir, sizeof(dir), err) < 0)
+  if (controller_path(cfg, "memory", container_id, dir, sizeof(dir), err) < 0)
     return -1;
   /* v1: memory.oom_control has "oom_kill N"; v2: memory.events has it. */
   snprintf(file, sizeof(file), "%s/%s", dir, cgroups_unified() ? "memory.events" : "memory.oom_control");
@@ -111,6 +112,24 @@ int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, ui
     }
   }
   return 0; /* a kernel without the counter: no OOM kill can be told */
+}
+
+int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err) {
+  *count = 0;
+  if (cfg->cgroup_parent[0] == '\0')
+    return 0;
+  char dir[PATH_MAX], file[PATH_MAX + 32];
+  if (controller_path(cfg, "pids", container_id, dir, sizeof(dir), err) < 0)
+    return -1;
+  snprintf(file, sizeof(file), "%s/pids.current", dir);
+  cleanup_fclose FILE *f = fopen(file, "re");
+  if (f == NULL)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", file);
+  unsigned long long v;
+  if (fscanf(f, "%llu", &v) != 1)
+    return mcp_fail(err, MCP_ERR_INTERNAL, EPROTO, "read %s", file);
+  *count = v;
+  return 0;
 }
 
 /* Every mounted cgroup hierarchy, v1 controllers, named ones such as

@@ -17,6 +17,8 @@ uint64_t cgroups_sandbox_memory(const struct mcp_config *cfg);
 int cgroups_prepare_parent(const struct mcp_config *cfg, mcp_error_t *err);
 /* How many times the kernel OOM-killed in the sandbox's cgroup. */
 int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err);
+/* How many host tasks (threads) the sandbox's pids cgroup holds now. */
+int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err);
 /* Remove a sandbox's cgroup in every controller (runsc leaves them behind
  * when a create fails). */
 int cgroups_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err);

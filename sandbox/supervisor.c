@@ -62,6 +62,8 @@
 #define SLOT_RETRY_MS 25
 #define BOOT_RETRY_MS 50 /* how soon a supervisor without a boot slot tries again */
 #define FINAL_FLUSH_MS 2000
+/* How often a running call's host tasks are counted (see check_tasks). */
+#define TASKS_CHECK_MS 250
 #define QUIESCE_MS 5000 /* the executor's answer to H before a checkpoint */
 
 struct client {
@@ -105,6 +107,8 @@ struct sup {
   bool call_orphaned; /* its client went away: finish, discard */
   bool call_accepted; /* the executor took it (A): a loss now is the call's */
   bool call_cancelled;
+  bool call_tasks_cut;      /* stopped near the host-task backstop (check_tasks) */
+  int64_t tasks_checked_at; /* now_ms() of the last count */
   int64_t call_deadline;
   int64_t call_started;
   uint64_t output_limit;
@@ -298,8 +302,25 @@ static char *with_extra(const char *json, const char *extra) {
   return out;
 }
 
+/* The executor's answer to the cut of check_tasks says "cancelled": it is
+ * the limit's doing, not the client's, so the client gets a result. */
+static char *as_tasks_cut(const char *json) {
+  cleanup_cjson cJSON *o = cJSON_Parse(json);
+  if (!cJSON_IsObject(o))
+    o = cJSON_CreateObject();
+  if (o == NULL)
+    return NULL;
+  cJSON_DeleteItemFromObjectCaseSensitive(o, "cancelled");
+  cJSON_DeleteItemFromObjectCaseSensitive(o, "processes_exceeded");
+  cJSON_AddBoolToObject(o, "processes_exceeded", 1);
+  return cJSON_PrintUnformatted(o);
+}
+
 static void send_call_result(struct sup *s, const char *json) {
   char extra[320];
+  cleanup_free char *cut = s->call_tasks_cut ? as_tasks_cut(json) : NULL;
+  if (cut != NULL)
+    json = cut;
   egress_call_end(&s->eg, extra, sizeof(extra));
   hibernate_result_extra(&s->hib, extra, sizeof(extra));
   cleanup_free char *merged = with_extra(json, extra);
@@ -319,6 +340,41 @@ static void send_call_result(struct sup *s, const char *json) {
   s->call_active = false;
   s->call_orphaned = false;
   slot_release(&s->slots);
+  if (s->call_tasks_cut && s->started) {
+    /* gVisor keeps the host tasks a fork bomb made it create (its ptrace
+     * stubs) after the bomb is gone: a new sandbox for the next call, with
+     * the same workspace, rather than one that cuts every call. */
+    fprintf(stderr, "mcp-sandboxd %s: restarting the sandbox to release its host tasks\n", s->sb.id);
+    sandbox_stop(s);
+  }
+  s->call_tasks_cut = false;
+}
+
+/* Under ptrace every process of the sandbox is backed by host tasks, and
+ * each fork that RLIMIT_NPROC refuses still leaves gVisor with more of
+ * them: a fork bomb held at its process limit makes the sandbox's host
+ * tasks grow for as long as it runs, until the pids backstop kills the
+ * whole sandbox (sandbox/GVISOR.md).  Counted every TASKS_CHECK_MS while a
+ * call runs; at 3/4 of sandbox_pids the call is stopped (as a cancel
+ * would, reported as processes_exceeded) while the sandbox still lives. */
+static void check_tasks(struct sup *s) {
+  int64_t now = now_ms();
+  if (!s->call_active || !s->started || s->call_tasks_cut || s->call_cancelled || s->cfg.sandbox_pids <= 0 ||
+      now - s->tasks_checked_at < TASKS_CHECK_MS)
+    return;
+  s->tasks_checked_at = now;
+  uint64_t tasks = 0;
+  mcp_error_t err = NULL;
+  if (cgroups_tasks(&s->cfg, s->sb.container_id, &tasks, &err) < 0) {
+    mcp_error_release(&err); /* no pids cgroup (yet): nothing to compare */
+    return;
+  }
+  if (tasks < (uint64_t)s->cfg.sandbox_pids / 4 * 3)
+    return;
+  fprintf(stderr, "mcp-sandboxd %s: the call's processes hold %llu host tasks of %d; stopping the call\n", s->sb.id,
+          (unsigned long long)tasks, s->cfg.sandbox_pids);
+  s->call_tasks_cut = true;
+  frame_write(s->exec_in, FRAME_CANCEL, NULL, 0);
 }
 
 /* The sandbox died or overran: end the call with what we know.  A call the
@@ -378,6 +434,7 @@ static void start_call(struct sup *s, int i) {
   s->call_orphaned = false;
   s->call_accepted = false;
   s->call_cancelled = false;
+  s->call_tasks_cut = false;
   s->call_started = now_ms();
   s->call_deadline = s->call_started + (int64_t)timeout_ms + DEADLINE_GRACE_MS;
   c->slot_deadline = 0;
@@ -772,7 +829,7 @@ static int loop(struct sup *s) {
     int64_t now = now_ms();
     if (s->call_active) {
       int64_t left = s->call_deadline - now;
-      timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
+      timeout = left <= 0 ? 0 : (left < TASKS_CHECK_MS ? (int)left : TASKS_CHECK_MS);
     } else if (!s->started && s->boot_waiting) {
       timeout = BOOT_RETRY_MS;
     } else if (!s->ready) {
@@ -809,6 +866,7 @@ static int loop(struct sup *s) {
           on_client_readable(s, idx[k]);
       }
     }
+    check_tasks(s);
     now = now_ms();
     if (s->call_active && now >= s->call_deadline) {
       fprintf(stderr, "mcp-sandboxd %s: the call overran its deadline; restarting the sandbox\n", s->sb.id);

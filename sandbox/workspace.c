@@ -118,6 +118,14 @@ static int attach_loop(int image_fd, char *dev, size_t size, mcp_error_t *err) {
 
 bool workspace_has_image(int dirfd) { return faccessat(dirfd, IMAGE, F_OK, AT_SYMLINK_NOFOLLOW) == 0; }
 
+uint64_t workspace_unallocated(int dirfd) {
+  struct stat st;
+  if (fstatat(dirfd, IMAGE, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0)
+    return 0;
+  uint64_t size = (uint64_t)st.st_size, used = (uint64_t)st.st_blocks * 512;
+  return used >= size ? 0 : size - used;
+}
+
 bool workspace_mounted(int dirfd) {
   struct stat dir, mnt;
   if (fstat(dirfd, &dir) < 0 || fstatat(dirfd, MOUNT_DIR, &mnt, AT_SYMLINK_NOFOLLOW) < 0)

@@ -20,5 +20,8 @@ int workspace_sync(int dirfd, mcp_error_t *err);
 bool workspace_mounted(int dirfd);
 /* The workspace has a quota image (it is a plain folder otherwise). */
 bool workspace_has_image(int dirfd);
+/* Bytes the image may still take on the host's disk as it fills up to its
+ * size (it is sparse); 0 without an image. */
+uint64_t workspace_unallocated(int dirfd);
 
 #endif

@@ -13,7 +13,7 @@ import sys
 
 from .call import run_call
 from .limits import set_dumpable
-from .processes import clear_scratch
+from .processes import clear_scratch, sweep
 from .protocol import ACCEPTED, DONE, HIBERNATE, REQUEST, WAKE, FrameReader, write_frame, write_ready
 from .restore import before_checkpoint, wake
 from .spare import prepare_spare
@@ -62,6 +62,7 @@ def serve(st, reader, wake_r):
         # before it, the supervisor may hand the call to a new sandbox.
         write_frame(ACCEPTED, b"")
         said = run_call(st, req, payload, reader, wake_r)
+        sweep(st.args)
         if said.packages_changed and st.preloaded:
             # A preloaded template module could shadow what was just
             # installed: start over as a fresh interpreter (still PID 1),

@@ -14,6 +14,7 @@ from .limits import set_dumpable
 SCRATCH = ("/tmp", "/dev/shm")
 CLEAR_SECONDS = 30  # at most this long emptying them after a call
 DEEP = 32  # a folder deeper than this is moved up and emptied on a later pass
+SWEEP_SECONDS = 3.0  # at most this long killing what a call left, after it
 
 
 def kill_everything(args, pid):
@@ -40,6 +41,28 @@ def reap_others():
             return
         if p == 0:
             return
+
+
+def sweep(args, seconds=SWEEP_SECONDS):
+    """After a call (its answer sent): kill(-1) and reap until no process
+    but PID 1 is left, for at most `seconds`.  One kill(-1) at the call's
+    end does not stop a fork bomb in this gVisor: children forked while it
+    runs escape it, and at RLIMIT_NPROC the bomb refills itself as the
+    others die; meanwhile every failed fork costs the sentry host tasks
+    (ptrace stubs) until the sandbox's pids backstop kills it.  In the
+    usual case this waits for the call's process to be torn down."""
+    if os.getpid() != 1 or args.direct:
+        return
+    deadline = time.monotonic() + seconds
+    while True:
+        reap_others()
+        if not any(n.isdigit() and n != "1" for n in os.listdir("/proc")) or time.monotonic() > deadline:
+            return
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        time.sleep(0.002)
 
 
 def reap_leftovers(args, keep):

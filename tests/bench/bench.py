@@ -113,6 +113,7 @@ class Endpoint:
         self.port = u.port or (443 if u.scheme == "https" else 80)
         self.path = u.path or "/"
         self.token = token
+        self.ctx_file = ca_file
         self.ctx = ssl.create_default_context(cafile=ca_file) if u.scheme == "https" else None
 
 
@@ -347,8 +348,8 @@ class Service:
     def runsc_flags(self, root):
         """The global flags the service passes to every runsc command
         (sandbox/runsc.c, runsc_cmdline_init), with another --root."""
-        flags = [self.cfg.get("runsc", "/usr/bin/runsc"), "--root=" + root, "--network=none", "--oci-seccomp",
-                 "--platform=" + self.cfg.get("runsc_platform", "ptrace")]
+        flags = [self.cfg.get("runsc", "/usr/bin/runsc"), "--root=" + root, "--network=none", "--host-uds=open",
+                 "--oci-seccomp", "--platform=" + self.cfg.get("runsc_platform", "ptrace")]
         if not self.cgroup_parent:
             flags.append("--ignore-cgroups")
         return flags
@@ -429,6 +430,15 @@ class FreshRun:
             if m.get("destination") == "/work":
                 m["source"] = self.work
                 bound = True
+            elif m.get("type") == "bind" and not os.path.exists(m.get("source", "")):
+                # Folders of the sandbox's start (the pool's packages and
+                # egress folders) that moved with it into its session: an
+                # empty stand-in, as a sandbox without packages or egress
+                # has them.
+                stand_in = os.path.join(self.base, "empty" + m["destination"].replace("/", "-"))
+                os.makedirs(stand_in, exist_ok=True)
+                os.chmod(stand_in, 0o755)
+                m["source"] = stand_in
         if not bound:
             raise BenchError("the session's bundle has no /work mount")
         self.cgroups_parent = None
@@ -562,7 +572,25 @@ class Bench:
         self.warm_sid = None   # print(1) only: targets 1, 5; tools/list
         self.numpy_sid = None  # has imported numpy and pandas: target 3
         self.last_call = {}    # sid -> time.monotonic() of its last answer
+        self.egress_sessions = []  # (client, sid) of the bench-egress token
         random.seed(args.seed)
+
+    def egress_client(self):
+        """A connection with the bench-egress token, when the tokens file has
+        it and the service has a filtering proxy; else None."""
+        if not self.svc.cfg.get("egress_proxy"):
+            log("no egress_proxy: the warm call with egress is not measured")
+            return None
+        try:
+            with open(os.path.join(self.svc.state, "tokens")) as f:
+                line = next((l for l in f if l.startswith("bench-egress ")), None)
+        except OSError:
+            line = None
+        if line is None:
+            log("no bench-egress token: the warm call with egress is not measured")
+            return None
+        ep = self.ep
+        return Client(Endpoint(ep.url, line.split()[1], ep.ctx_file))
 
     def add(self, key, value):
         self.samples.setdefault(key, []).append(value)
@@ -589,11 +617,12 @@ class Bench:
             self.make_warm_sessions()
         self.last_call[self.warm_sid] = time.monotonic()
 
-    def timed_call(self, sid, code, expect, sse=False, idle=True, tool="execute_python", modern=False):
+    def timed_call(self, sid, code, expect, sse=False, idle=True, tool="execute_python", modern=False, client=None):
         """One timed tools/call; with idle, first wait (untimed) until the
         session has been idle for IDLE_GAP_S.  modern: the same sandbox
-        through a 2026-07-28 request (the session id is its handle)."""
-        c = self.c
+        through a 2026-07-28 request (the session id is its handle).
+        client: another token's connection (default: the first token's)."""
+        c = client or self.c
         if idle:
             left = self.last_call.get(sid, 0) + IDLE_GAP_S - time.monotonic()
             if left > 0:
@@ -681,6 +710,16 @@ class Bench:
         # It has a session of its own, as an agent writing JavaScript would;
         # a Python call in that session is shown too (its executor keeps a
         # warm Node.js and a Python child; a call takes one, ends the other).
+        # A session of a token with an egress policy (scripts/bench adds
+        # bench-egress): its calls get the relay and the proxy variables,
+        # which a call that does not use the network must not pay for.
+        egress = self.egress_client()
+        if egress is not None:
+            esid = egress.initialize()
+            self.egress_sessions.append((egress, esid))
+            for _ in range(3):
+                egress.call(esid, PRINT1, expect="1\n")
+            ops["warm_egress"] = lambda: self.timed_call(esid, PRINT1, "1\n", client=egress)[0]
         if self.has_javascript():
             jsid = self.c.initialize()
             self.sessions.add(jsid)
@@ -1112,6 +1151,12 @@ class Bench:
         left = list(self.sessions)
         if left:
             self.end_sessions(left)
+        for c, sid in self.egress_sessions:
+            try:
+                c.delete(sid)
+            except (OSError, http.client.HTTPException) as e:
+                log("ending the egress session: %s" % e)
+        self.egress_sessions = []
 
 
 # ---------------------------------------------------------------- report
@@ -1172,6 +1217,12 @@ def report(b, started, path):
     r = div(m("warm_modern"), warm)
     rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 1.1x warm (no slower)",
                                verdict(1, "modern_vs_warm", r, "<=", 1.1, "2026-07-28 warm call / 2025 warm call"))
+    # Without a proxy or the bench-egress token the row says so (its
+    # verdict is "-", never a silent absence).
+    lat("warm_egress", "  a session of a token with egress")
+    r = div(m("warm_egress"), warm)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "warm") if r is not None else "not measured", "<= 1.1x warm (no slower)",
+                               verdict(1, "egress_vs_warm", r, "<=", 1.1, "warm call with an egress policy / without"))
     lat("warm_sse", "  same, SSE answer (info)")
     lat("warm_b2b", "  same, back to back (info)")
     lat("ping", "  ping, no sandbox (info)")

@@ -187,6 +187,11 @@ for (const revision of Object.keys(MUST_PASS)) {
       const all = checksByScenario(outDir);
       const notApplicable = NOT_APPLICABLE[revision];
       const failures = [];
+      // Every scenario the suite ran is judged or listed: one that wrote no
+      // checks (it crashed) must not vanish from the verdict.
+      const ran = [...stripAnsi(run.output).matchAll(/=== Running scenario: (\S+) ===/g)].map((m) => m[1]);
+      for (const scenario of ran)
+        if (!all[scenario] && !notApplicable[scenario]) failures.push(`${scenario}: ran but wrote no checks.json`);
       for (const [scenario, checks] of Object.entries(all).sort()) {
         if (notApplicable[scenario]) {
           t.diagnostic(`n/a  ${scenario}: ${notApplicable[scenario]}`);
@@ -194,11 +199,18 @@ for (const revision of Object.keys(MUST_PASS)) {
         }
         const failed = judge(scenario, checks);
         const untestable = checks.filter((c) => c.status === 'FAILURE' && !failed.includes(c)).map((c) => c.id);
+        const succeeded = checks.filter((c) => c.status === 'SUCCESS').length;
         t.diagnostic(
-          `${failed.length ? 'FAIL' : 'pass'} ${scenario}: ${checks.filter((c) => c.status === 'SUCCESS').length} of ` +
+          `${failed.length || !succeeded ? 'FAIL' : 'pass'} ${scenario}: ${succeeded} of ` +
             `${checks.length} checks succeeded${untestable.length ? `; not testable here: ${untestable.join(', ')}` : ''}`,
         );
+        // What did not succeed and did not fail (WARNING, INFO, SKIPPED), said.
+        for (const c of checks.filter((x) => x.status !== 'SUCCESS' && x.status !== 'FAILURE'))
+          t.diagnostic(`       [${c.status}] ${c.id}${c.errorMessage ? `: ${c.errorMessage}` : ''}`);
         for (const c of failed) failures.push(`${scenario}: [${c.status}] ${c.id}: ${c.errorMessage ?? ''}`);
+        // A scenario in which nothing succeeded did not apply: it belongs in
+        // the not-applicable list, with its reason, not among the passes.
+        if (!succeeded) failures.push(`${scenario}: no check succeeded (list it in lib/conformance-not-applicable.mjs if it cannot apply)`);
       }
       const missing = MUST_PASS[revision].filter((s) => !all[s]);
       const context =

@@ -121,6 +121,32 @@ static void plan_tests(void) {
          egress_plan_for(&cfg, "limits", NULL, &p, &err) == 0 && p.on && strcmp(p.allow, "data.default.test") == 0,
      "a line with limits only keeps the deployment's egress_allow");
   mcp_error_release(&err);
+  /* Without options and without token_max_sessions / token_max_concurrent
+   * (every test stack sets those): each token's fair share of the global
+   * limits, the larger of a quarter and an equal share, at least one. */
+  cfg.max_sessions = 256;
+  cfg.max_concurrent = 8;
+  cfg.token_max_sessions = cfg.token_max_concurrent = 0;
+  put("token-policy", "solo\n");
+  int r = policy_for(&cfg, "solo", &tp, &err);
+  ok(r == 0 && tp.max_sessions == 256 && tp.max_concurrent == 8,
+     "fair share: one token may use all (%d sessions, %d calls)", tp.max_sessions, tp.max_concurrent);
+  put("token-policy", "# names\nalpha\nbeta\n");
+  r = policy_for(&cfg, "beta", &tp, &err);
+  ok(r == 0 && tp.max_sessions == 128 && tp.max_concurrent == 4,
+     "fair share: two tokens, half each (%d sessions, %d calls)", tp.max_sessions, tp.max_concurrent);
+  put("token-policy", "t0\nt1\nt2\nt3\nt4\nt5\nt6\nt7\nt8\nt9 max_concurrent=3\n");
+  r = policy_for(&cfg, "t4", &tp, &err);
+  ok(r == 0 && tp.max_sessions == 64 && tp.max_concurrent == 2,
+     "fair share: ten tokens, a quarter each (%d sessions, %d calls)", tp.max_sessions, tp.max_concurrent);
+  ok(policy_for(&cfg, "t9", &tp, &err) == 0 && tp.max_sessions == 64 && tp.max_concurrent == 3,
+     "fair share: a token's own option wins over its share");
+  ok(policy_for(&cfg, "unknown", &tp, &err) == 0 && tp.max_sessions == 64, "fair share: a name the file lacks too");
+  cfg.token_max_sessions = 5;
+  ok(policy_for(&cfg, "t4", &tp, &err) == 0 && tp.max_sessions == 5 && tp.max_concurrent == 2,
+     "token_max_sessions replaces the share");
+  is_int(policy_fair_share(3, 10), 1, "fair share: at least one");
+  mcp_error_release(&err);
   cJSON *arg = cJSON_Parse("[\"a.example.org:443\", \"*.b.example.org\"]");
   char list[EGRESS_LIST_MAX + 1];
   ok(egress_arg_parse(arg, list, sizeof(list), NULL) == 0 && strcmp(list, "a.example.org:443,*.b.example.org") == 0,

@@ -6,12 +6,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/metrics.h"
 #include "common/util.h"
 #include "mcp-harness.h"
 #include "tap.h"
@@ -238,9 +240,54 @@ static void disk_floor(void) {
   is_int(delete_session(&h, TEST_TOKEN, sid), 204, "disk floor: DELETE");
 }
 
+/* Sparse workspace images may still grow to their size: what they may
+ * take counts as used.  An image in a live session that could take all the
+ * free space leaves no room for a new session (and /healthz says so); once
+ * it is gone, a new session is made again. */
+static void disk_committed(void) {
+  char sid[SESSION_ID_MAX];
+  if (!initialize(&h, TEST_TOKEN, sid))
+    bail_out("initialize");
+  uint64_t floor = h.cfg.disk_floor;
+  h.cfg.disk_floor = 1 << 20;
+  char path[PATH_MAX + 2 * SESSION_ID_MAX];
+  if (snprintf(path, sizeof(path), "%s/sessions/%s/work.img", h.state, sid) >= (int)sizeof(path))
+    bail_out("path too long");
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int64_t free_bytes = metrics_disk_free(&h.cfg);
+  ok(fd >= 0 && free_bytes > 0 && ftruncate(fd, (off_t)free_bytes) == 0,
+     "disk committed: a sparse image as large as the free space");
+  if (fd >= 0)
+    close(fd);
+  struct http_request req = post_request("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
+                                         "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},"
+                                         "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}",
+                                         NULL);
+  struct response r;
+  serve(&h, &req, &r);
+  is_rpc_error(&r, 503, RPC_INTERNAL_ERROR, "low on disk space", "disk committed: a new session is refused");
+  response_free(&r);
+  struct http_request hz = {.method = "GET", .endpoint = "healthz"};
+  serve(&h, &hz, &r);
+  is_int(r.status, 503, "disk committed: /healthz answers 503");
+  like(r.body ? r.body : "", "may still take", "disk committed: and says why");
+  response_free(&r);
+  unlink(path);
+  char sid2[SESSION_ID_MAX];
+  ok(initialize(&h, TEST_TOKEN, sid2), "disk committed: without the image a new session is made");
+  serve(&h, &hz, &r);
+  ok(r.body != NULL && strstr(r.body, "disk") == NULL, "disk committed: /healthz no longer names the disk: %s",
+     r.body ? r.body : "");
+  response_free(&r);
+  h.cfg.disk_floor = floor;
+  is_int(delete_session(&h, TEST_TOKEN, sid), 204, "disk committed: DELETE");
+  is_int(delete_session(&h, TEST_TOKEN, sid2), 204, "disk committed: DELETE the second");
+}
+
 int main(void) {
   harness_setup(&h);
   disk_floor();
+  disk_committed();
   broken_executor("crash", crash_py);
   broken_executor("garbage", garbage_py);
   hung_executor();

@@ -182,8 +182,8 @@ static void trim_tests(void) {
 }
 
 /* A registry that fails: it counts the connections, reads the request and
- * closes the connection without an answer (mode 0) or answers 502 (mode
- * 1), and remembers the first request line. */
+ * closes the connection without an answer (mode 0), answers 502 (mode
+ * 1) or never answers (mode 2), and remembers the first request line. */
 struct server {
   int fd, port, count, mode;
   char first[512];
@@ -215,6 +215,13 @@ static void *serve(void *arg) {
     static const char answer[] = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     if (s->mode == 1)
       (void)!write(c, answer, sizeof(answer) - 1);
+    if (s->mode == 2) {
+      /* Silent: hold the connection without a word until the client
+       * gives up (or the server stops). */
+      char sink[512];
+      while (!s->stop && read(c, sink, sizeof(sink)) != 0)
+        ;
+    }
     close(c);
   }
 }
@@ -302,6 +309,17 @@ static void network_tests(void) {
     ok(r < 0, "%s: a failing registry fails the fetch", tools[i].what);
     ok(ms < 30000, "%s: within seconds, not a minute of retries (%lld ms)", tools[i].what, (long long)ms);
     ok(s.count >= 1 && s.count <= 2, "%s: tried at most twice (%d connections)", tools[i].what, s.count);
+    /* A registry that takes the connection and never answers: the same. */
+    server_start(&s, 2);
+    if (i == 0)
+      snprintf(url, sizeof(url), "http://127.0.0.1:%d/simple", s.port);
+    else
+      snprintf(url, sizeof(url), "http://127.0.0.1:%d/", s.port);
+    snprintf(i == 0 ? cfg.package_index : cfg.npm_registry, 512, "%s", url);
+    r = fetch_one(&cfg, tools[i].fn, "mcp-test-silent", &ms);
+    server_stop(&s);
+    ok(r < 0, "%s: a silent registry fails the fetch", tools[i].what);
+    ok(ms < 30000, "%s: silent: within seconds, not a minute of waiting (%lld ms)", tools[i].what, (long long)ms);
     /* The host's proxy (HTTPS_PROXY of the service's environment) is used:
      * the registry's name is never resolved here, the proxy is asked to
      * connect to it. */

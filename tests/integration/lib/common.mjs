@@ -42,10 +42,11 @@ export function randomToken(n = 8) {
   return randomBytes(n).toString('hex');
 }
 
-/** Connect a fresh SDK client (one new MCP session) with the bearer token. */
-export async function connectClient(name = 'integration-test') {
+/** Connect a fresh SDK client (one new MCP session) with a bearer token
+ * (the stack's first one unless told). */
+export async function connectClient(name = 'integration-test', token = MCP_TOKEN) {
   const transport = new StreamableHTTPClientTransport(new URL(MCP_URL), {
-    requestInit: { headers: { Authorization: `Bearer ${MCP_TOKEN}` } },
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
   });
   const client = new Client({ name, version: '1.0.0' }, { capabilities: {} });
   await client.connect(transport);

@@ -66,7 +66,6 @@ export const NOT_APPLICABLE = {
     'elicitation-sep1330-enums': fixtureTool('test_elicitation_sep1330_enums'),
     'resources-subscribe': 'subscribes to test://watched-resource; this server declares subscribe: false (outputs change only through calls)',
     'resources-unsubscribe': 'unsubscribes from test://watched-resource; this server declares subscribe: false',
-    'prompts-list': 'lists the reference prompts; over 2025 sessions this server has no prompts and answers -32601, as before',
   },
 };
 
@@ -105,5 +104,6 @@ export const MUST_PASS = {
     'resources-list',
     'dns-rebinding-protection',
     'server-session-lifecycle',
+    'prompts-list',
   ],
 };

@@ -35,7 +35,7 @@ export const NGINX_PORT = Number(new URL(MCP_URL).port || (new URL(MCP_URL).prot
 // sandbox that is wedged or restarting takes far longer).
 export const RESPONSIVE_MS = 2000 + SLACK_MS;
 
-export const BOOL_FIELDS = ['timed_out', 'truncated', 'memory_exceeded', 'cpu_exceeded', 'workspace_full', 'sandbox_restarted'];
+export const BOOL_FIELDS = ['timed_out', 'truncated', 'memory_exceeded', 'cpu_exceeded', 'processes_exceeded', 'workspace_full', 'sandbox_restarted'];
 
 /** The shape of every execute_* result; returns structuredContent. */
 export function checkResult(result) {
@@ -185,8 +185,8 @@ export function hostileKit({ tool, aliveCode }) {
     return { r, sc: checkResult(r), ms };
   }
 
-  async function open(name) {
-    const c = await connectClient(`hostile-${name}`);
+  async function open(name, token = MCP_TOKEN) {
+    const c = await connectClient(`hostile-${name}`, token);
     const sid = c.transport.sessionId;
     assert.equal(typeof sid, 'string', 'session id issued');
     sessions.set(sid, { sandboxIds: new Set(), deleted: false, client: c });
@@ -229,11 +229,18 @@ export function hostileKit({ tool, aliveCode }) {
    * RESPONSIVE_MS;
    * then `after(ctx)` runs its follow-up checks in A. All failures are
    * reported together; the responsiveness check runs even when the outcome
-   * assertions failed.
+   * assertions failed. `fixture()`, when given, is what the case needs of
+   * the stack ({token: A's token, ...}, passed on as ctx.fixture) or a
+   * string saying why the stack lacks it: then the test is skipped.
    */
-  function hostileTest(name, { hostile, after: afterwards }) {
+  function hostileTest(name, { hostile, after: afterwards, fixture }) {
     test(name, opts, async (t) => {
-      const a = await open(`${name}-A`);
+      const fx = fixture ? fixture() : null;
+      if (typeof fx === 'string') {
+        t.skip(fx);
+        return;
+      }
+      const a = await open(`${name}-A`, fx?.token);
       let b;
       const failures = [];
       try {
@@ -242,7 +249,7 @@ export function hostileKit({ tool, aliveCode }) {
         const warm = await call(b, aliveCode('warm'));
         assert.equal(warm.sc.stdout, 'warm\n', `session B answers before the test: ${show(warm.sc)}`);
         // soft(msg): record a failure without stopping the test.
-        const ctx = { a, b, t, diag: (m) => t.diagnostic(m), soft: (m) => failures.push(new Error(m)) };
+        const ctx = { a, b, t, fixture: fx, diag: (m) => t.diagnostic(m), soft: (m) => failures.push(new Error(m)) };
         try {
           await hostile(ctx);
         } catch (e) {
