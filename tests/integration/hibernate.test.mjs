@@ -180,6 +180,17 @@ test('a call that comes while the image is being written waits for it and finds 
   await s.del();
 });
 
+test('resources/read of a hibernated session restores it and reads the file', opts, async () => {
+  const { s, secret } = await loaded('hibernate-resources');
+  await hibernated(s);
+  const r = await s.rpc('resources/read', { uri: 'file:///work/kept.txt' });
+  assert.equal(r.status, 200, r.body);
+  assert.equal(r.json?.result?.contents?.[0]?.text, secret, `the file's text: ${show(r.json)}`);
+  assert.ok(!fs.existsSync(path.join(sessionDir(s.sid), 'hibernated')), 'the sandbox was restored to read it');
+  assert.equal((await okCall(s, PROBE)).stdout, `True True ${secret}\n`, 'with its state');
+  await s.del();
+});
+
 test('a hibernated session ends like any other: DELETE leaves nothing, image included', opts, async () => {
   const { s, sandboxId } = await loaded('hibernate-delete');
   await hibernated(s);

@@ -108,7 +108,10 @@ test('the audit line of a call has the right fields and no secrets', hostOpts, a
   const line = auditLines().find((l) => l.session_id === sid);
   assert.ok(line, 'an audit line for the session');
   assert.deepEqual(Object.keys(line).sort(), ['bytes_returned', 'code_bytes', 'code_sha256', 'cpu_ms', 'duration_ms',
-    'exit_code', 'outcome', 'packages', 'peak_memory_kb', 'request_id', 'session_id', 'time', 'token', 'tool'].sort());
+    'exit_code', 'outcome', 'packages', 'peak_memory_kb', 'request_id', 'restored', 'session_id', 'state_lost', 'time',
+    'token', 'tool'].sort());
+  assert.equal(line.restored, false, 'a sandbox that did not hibernate');
+  assert.equal(line.state_lost, false);
   assert.equal(line.tool, 'execute_python');
   assert.equal(line.token, 'default');
   assert.equal(line.outcome, 'ok');
