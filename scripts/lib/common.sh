@@ -22,8 +22,11 @@ export -n MCP_TOKENS 2>/dev/null || true
 # gets its own).
 metrics_port() { printf '%s' "${MCP_METRICS_PORT:-$((MCP_PORT + 1))}"; }
 metrics_url() { printf 'http://127.0.0.1:%s/metrics' "$(metrics_port)"; }
-# The filtering proxy (Squid) of network by policy listens on loopback here.
-MCP_EGRESS_PORT="${MCP_EGRESS_PORT:-$((MCP_PORT + 5))}"
+# The filtering proxy (Squid) of network by policy listens on loopback at
+# MCP_EGRESS_PORT, MCP_PORT + 5 unless set (read when used, as the metrics
+# port: scripts/test and scripts/bench set MCP_PORT after sourcing this, and
+# a port derived from the default 8443 would be a running service's).
+egress_port() { printf '%s' "${MCP_EGRESS_PORT:-$((MCP_PORT + 5))}"; }
 
 # Debian packages: building, running, testing.
 MCP_APT_BUILD="build-essential autoconf automake libtool pkg-config libfcgi-dev libcjson-dev libseccomp-dev libcgroup-dev libssl-dev"
@@ -313,7 +316,7 @@ render_squid() {
   render_squid_credentials "$(config_text egress_credentials)"
   [ -n "$networks" ] || networks='"/dev/null"'
   [ -z "$upstream" ] || upstream="tls_outgoing_options cafile=$upstream"
-  sed -e "s|@LISTEN@|127.0.0.1:$MCP_EGRESS_PORT|g" -e "s|@EGRESS_DIR@|$d|g" -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" \
+  sed -e "s|@LISTEN@|127.0.0.1:$(egress_port)|g" -e "s|@EGRESS_DIR@|$d|g" -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" \
     -e "s|@SQUID_USER@|$SQUID_USER|g" -e "s|@HOSTS_FILE@|${hosts:-/etc/hosts}|g" -e "s|@HELPER@|$helper|g" \
     -e "s|@NETWORKS@|$networks|g" -e "s|@UPSTREAM_CA@|$upstream|g" \
     "$MCP_ROOT/egress/squid.conf.in" >"$d/squid.conf.tmp"
@@ -335,11 +338,11 @@ start_squid() {
     setsid squid -N -f "$d/squid.conf" >>"$d/logs/squid.log" 2>&1 </dev/null &
   echo $! >"$d/squid.run.pid"
   for i in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$MCP_EGRESS_PORT") 2>/dev/null && return 0
+    (exec 3<>"/dev/tcp/127.0.0.1/$(egress_port)") 2>/dev/null && return 0
     pid_alive "$d/squid.run.pid" || die "squid exited; see $d/logs/squid.log and cache.log"
     sleep 0.1
   done
-  die "squid did not listen on 127.0.0.1:$MCP_EGRESS_PORT; see $d/logs/cache.log"
+  die "squid did not listen on 127.0.0.1:$(egress_port); see $d/logs/cache.log"
 }
 
 stop_squid() {
@@ -353,7 +356,7 @@ stop_squid() {
 }
 
 # The server's side: where the sandboxes' traffic goes (unless set).
-export_egress_proxy() { export MCP_EGRESS_PROXY="${MCP_EGRESS_PROXY:-127.0.0.1:$MCP_EGRESS_PORT}"; }
+export_egress_proxy() { export MCP_EGRESS_PROXY="${MCP_EGRESS_PROXY:-127.0.0.1:$(egress_port)}"; }
 
 endpoint_url() {
   local scheme=https

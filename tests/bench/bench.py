@@ -25,12 +25,13 @@ Standard library only.  Phases:
      call again with all of them alive                            targets 5, 1
   F  hibernation (hibernation.py): the service restarted with a short
      hibernate_after; restore + call vs a cold boot + call, memory and disk
-     per hibernated session                                       target 7
+     per hibernated session                                       target 8
 (A to E run with hibernate_after 0: the idle sessions of E stay alive.)
 """
 
 import argparse
 import ctypes
+import hashlib
 import http.client
 import json
 import math
@@ -556,6 +557,87 @@ def progress(label, i, n, every=10):
         print("\r  %s: %d/%d" % (label, i, n), end="\n" if i == n else "", file=sys.stderr, flush=True)
 
 
+# ---------------------------------------------------------------- CPU
+
+
+def machine_ticks():
+    """Busy clock ticks of all CPUs (user, nice, system, irq, softirq, steal)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+
+
+def process_ticks():
+    """pid -> utime + stime of every process now (its threads together)."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            out[int(name)] = int(rest[11]) + int(rest[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+class CpuGroups:
+    """Which part of the path a host process is, for the CPU breakdown."""
+
+    def __init__(self, svc, sid):
+        self.sandbox = set()
+        try:
+            cg = "/sys/fs/cgroup/pids/%s/mcp%s/cgroup.procs" % (svc.cgroup_parent, svc.sandbox_id(sid))
+            with open(cg) as f:
+                self.sandbox = {int(x) for x in f.read().split()}
+        except (OSError, ValueError):
+            pass
+        self.state = svc.state
+        # A supervisor's command line names the folder it started in (a
+        # pool slot named after the sandbox), not the session.
+        self.sandbox_id = svc.sandbox_id(sid)
+        h = hashlib.sha256(svc.state.encode()).hexdigest()[:12]
+        try:
+            with open("/run/mcp-sandbox/%s/nginx.pid" % h) as f:
+                self.nginx = int(f.read().strip())
+        except (OSError, ValueError):
+            self.nginx = -1
+        self.cache = {}
+
+    def of(self, pid):
+        if pid not in self.cache:
+            self.cache[pid] = self.classify(pid)
+        return self.cache[pid]
+
+    def classify(self, pid):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open("/proc/%d/stat" % pid) as f:
+                head, rest = f.read().rsplit(")", 1)
+            comm, ppid = head.split("(", 1)[1], int(rest.split()[1])
+        except (OSError, ValueError, IndexError):
+            return "other processes (exited)"
+        if pid in self.sandbox:
+            if cmd.startswith("runsc-sandbox"):
+                return "runsc sentry"
+            if cmd.startswith("runsc-gofer"):
+                return "runsc gofer"
+            return "runsc ptrace stubs"
+        if comm.startswith("kworker"):
+            return "kernel workers (kworker)"
+        if pid == self.nginx or ppid == self.nginx:
+            return "nginx"
+        if self.state in cmd and "mcp-sandboxd" in cmd:
+            return "supervisor (mcp-sandboxd)" if self.sandbox_id in cmd else "other supervisors (pool)"
+        if self.state in cmd and "mcp-server" in cmd:
+            return "mcp-server (responders, keeper)"
+        if pid == os.getpid():
+            return "the benchmark's client"
+        return "other processes"
+
+
 # ---------------------------------------------------------------- phases
 
 
@@ -703,6 +785,10 @@ class Bench:
             "warm_modern": lambda: self.timed_call(sid, PRINT1, "1\n", modern=True)[0],
             "warm_b2b": back_to_back,
             "numpy": lambda: in_numpy_session(NUMPY_CODE, NUMPY_OUT, "executor_ms_numpy"),
+            # The same computation right after the last one's answer, as a
+            # program that does not pause sends it.
+            "numpy_b2b": lambda: (in_numpy_session(NUMPY_CODE, NUMPY_OUT, "executor_ms_numpy"),
+                                  self.timed_call(nsid, NUMPY_CODE, NUMPY_OUT, idle=False)[0])[1],
             "numpy_session_print": lambda: in_numpy_session(PRINT1, "1\n", "executor_ms_numpy_session_print"),
         }
         # execute_javascript beside it, where the service offers it (issue:
@@ -778,13 +864,41 @@ class Bench:
             if j >= self.svc.pool_size:
                 self.add("first_cold", t)
         self.end_sessions(sids)
+        self.burst(8, 2 if self.quick else 4)
+
+    def burst(self, n, rounds):
+        """n new sessions at once (forked workers, a common start), each
+        timed from its initialize to its first call's answer, the pool full
+        at the start of each round."""
+        log("B: bursts of %d new sessions at once, %d round(s)" % (n, rounds))
+        ep = self.ep
+
+        def setup(_i):
+            c = Client(ep)
+            c.connect()
+            return c
+
+        def op(c):
+            t0 = time.perf_counter_ns()
+            sid = c.initialize()
+            c.call(sid, PRINT1, expect="1\n")
+            t = (time.perf_counter_ns() - t0) / 1e6
+            c.delete(sid)
+            return t
+
+        for _ in range(rounds):
+            self.svc.wait_pool()
+            time.sleep(0.3)
+            _, lat = self.workers(n, setup, op, 0.0, once=True)
+            self.samples.setdefault("burst", []).extend(lat)
 
     # -- C: throughput
 
-    def workers(self, n, setup, op, duration):
+    def workers(self, n, setup, op, duration, once=False):
         """n forked workers; each runs setup(i) (not timed), then op(ctx) in a
-        loop for `duration` seconds from a common start.  Returns the total
-        rate (completed operations per second) and all latencies."""
+        loop for `duration` seconds from a common start (once: one op each).
+        Returns the total rate (completed operations per second) and all
+        latencies."""
         go_r, go_w = os.pipe()
         ready_r, ready_w = os.pipe()
         kids = []
@@ -802,8 +916,8 @@ class Bench:
                     os.read(go_r, 1)  # EOF when the parent closes go_w: all start at once
                     start = time.perf_counter_ns()
                     end = start + int(duration * 1e9)
-                    lat = []
-                    while time.perf_counter_ns() < end:
+                    lat = [op(ctx)] if once else []
+                    while not once and time.perf_counter_ns() < end:
                         lat.append(op(ctx))
                     done = time.perf_counter_ns()
                     data = json.dumps({"lat": lat, "start": start, "end": done}).encode()
@@ -894,6 +1008,42 @@ class Bench:
                 self.add("tput_" + name, rate)
                 self.samples.setdefault("tput_%s_lat" % name, []).extend(lat)
                 log("  %s: %.1f/s" % (name, rate))
+
+    # -- F: CPU per back-to-back call, and where it goes
+
+    def phase_cpu(self):
+        """CPU of the whole machine (all cores, /proc/stat) per back-to-back
+        print(1) call in the warm session, beside a host python3 process,
+        alternated in rounds; and per group of processes (the session's
+        sentry, ptrace stubs and gofer from its pids cgroup, its supervisor,
+        the responders, nginx, the kernel's workers, the rest)."""
+        n = 40 if self.quick else 100
+        rounds = 2 if self.quick else 3
+        log("F: CPU per back-to-back print(1) call, %d calls x %d rounds, beside host python3" % (n, rounds))
+        c, sid = self.c, self.warm_sid
+        hz = os.sysconf("SC_CLK_TCK")
+        groups = CpuGroups(self.svc, sid)
+        breakdown = {}
+        for r in range(rounds):
+            for what in (("service", "host") if r % 2 == 0 else ("host", "service")):
+                if what == "service":
+                    c.fresh()
+                    c.call(sid, PRINT1, expect="1\n")
+                    procs0, all0 = process_ticks(), machine_ticks()
+                    for _ in range(n):
+                        c.call(sid, PRINT1, expect="1\n")
+                    procs1, all1 = process_ticks(), machine_ticks()
+                    self.add("cpu_call_ms", (all1 - all0) * 1000.0 / hz / n)
+                    for pid, t in procs1.items():
+                        g = groups.of(pid)
+                        breakdown[g] = breakdown.get(g, 0) + t - procs0.get(pid, 0)
+                else:
+                    all0 = machine_ticks()
+                    for _ in range(n):
+                        run_timed(["/usr/bin/python3", "-c", PRINT1])
+                    self.add("cpu_host_ms", (machine_ticks() - all0) * 1000.0 / hz / n)
+        self.info["cpu_breakdown_ms_per_call"] = {g: round(t * 1000.0 / hz / (n * rounds), 2)
+                                                  for g, t in sorted(breakdown.items(), key=lambda x: -x[1])}
 
     # -- D: tools/list
 
@@ -1125,8 +1275,9 @@ class Bench:
         self.info["loadavg_start"] = loadavg()
         self.svc.wait_pool()
         phases = [("latency", self.phase_latency), ("first_call", self.phase_first_call),
-                  ("throughput", self.phase_throughput), ("tools_list", self.phase_tools_list),
-                  ("memory", self.phase_memory), ("hibernate", self.phase_hibernate)]
+                  ("throughput", self.phase_throughput), ("cpu", self.phase_cpu),
+                  ("tools_list", self.phase_tools_list), ("memory", self.phase_memory),
+                  ("hibernate", self.phase_hibernate)]
         only = set(self.args.only.split(",")) if self.args.only else None
         failures = []
         for name, fn in phases:
@@ -1224,7 +1375,10 @@ def report(b, started, path):
     rows[-1] = rows[-1][:3] + (ratio_str(r, "warm") if r is not None else "not measured", "<= 1.1x warm (no slower)",
                                verdict(1, "egress_vs_warm", r, "<=", 1.1, "warm call with an egress policy / without"))
     lat("warm_sse", "  same, SSE answer (info)")
-    lat("warm_b2b", "  same, back to back (info)")
+    lat("warm_b2b", "  same, back to back")
+    r = div(m("warm_b2b"), host)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "host"), "<= 1.2x host",
+                               verdict(7, "b2b_vs_host", r, "<=", 1.2, "back-to-back warm call / host process"))
     lat("ping", "  ping, no sandbox (info)")
     ex = s.get("executor_ms", [])
     line("  executor duration_ms (info)", "%.0f ms" % median(ex) if ex else "-", "%.0f ms" % p90(ex) if ex else "-",
@@ -1236,20 +1390,46 @@ def report(b, started, path):
     rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 2x warm",
                                verdict(2, "first_vs_warm", r, "<=", 2.0, "first call of a session / warm call"))
     lat("first_init", "  of which initialize+initialized")
-    lat("first_cold", "  pool empty, back to back (info)")
+    lat("first_cold", "  pool empty, back to back")
+    r = div(m("first_cold"), warm)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 5x warm",
+                               verdict(7, "pool_empty_vs_warm", r, "<=", 5.0,
+                                       "first call of a session when the pool is empty / paced warm call"))
+    lat("burst", "  8 new sessions at once, first call done")
+    r = div(m("burst"), warm)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 4x warm (median)",
+                               verdict(7, "burst8_vs_warm", r, "<=", 4.0,
+                                       "median first call of 8 sessions started at once / paced warm call"))
     line("3. numpy+pandas, warm")
     lat("numpy", "  import numpy, pandas + compute")
     r = div(m("numpy"), warm)
     rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 1.5x print(1)",
                                verdict(3, "numpy_vs_warm", r, "<=", 1.5, "numpy+pandas call / print(1) call"))
+    lat("numpy_b2b", "  the same, back to back")
+    r = div(m("numpy_b2b"), warm)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "warm"), "<= 1.5x print(1)",
+                               verdict(7, "numpy_b2b_vs_warm", r, "<=", 1.5,
+                                       "back-to-back numpy+pandas call / paced print(1) call"))
     lat("numpy_session_print", "  print(1), same session (info)")
     line("4. throughput, 16 concurrent")
     th, ts = m("tput_host"), m("tput_service")
     line("  host python3 processes", "%.1f /s" % th if th else "-", "", "", "")
     line("  service sessions (print(1))", "%.1f /s" % ts if ts else "-", "", ratio_str(div(ts, th), "host"),
          ">= 0.5x host", verdict(4, "throughput_vs_host", div(ts, th), ">=", 0.5, "calls/s over host processes/s"))
-    lat("tput_service_lat", "  call latency under load (info)")
-    lat("tput_host_lat", "  host latency under load (info)")
+    lat("tput_host_lat", "  host latency under load")
+    lat("tput_service_lat", "  call latency under load")
+    r = div(p90(s["tput_service_lat"]) if s.get("tput_service_lat") else None,
+            p90(s["tput_host_lat"]) if s.get("tput_host_lat") else None)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "host p90"), "p90 <= 2x host p90",
+                               verdict(7, "loaded_p90_vs_host", r, "<=", 2.0,
+                                       "p90 of calls under 16 concurrent sessions / p90 of 16 host processes"))
+    line("  CPU of the machine per back-to-back call")
+    cc, ch = m("cpu_call_ms"), m("cpu_host_ms")
+    line("    host python3 process (info)", "%.1f ms" % ch if ch is not None else "-")
+    line("    print(1) call, all processes", "%.1f ms" % cc if cc is not None else "-", "", "", "<= 35 ms",
+         verdict(7, "cpu_per_call", cc, "<=", 35.0, "ms of CPU (all cores) per back-to-back print(1) call"))
+    for g, v in (b.info.get("cpu_breakdown_ms_per_call") or {}).items():
+        line("      %s (info)" % g, "%.2f ms" % v)
     n_alive = b.info.get("sessions_alive")
     line("5. memory, %s idle sessions" % (n_alive if n_alive is not None else "-"))
     pm = b.info.get("per_session_mem_available_mib")
@@ -1323,14 +1503,14 @@ def report(b, started, path):
 
 
 def report_hibernation(h, line, lat, verdict, ratio_str, div, m):
-    """Target 7: the first call after a hibernation (with numpy and pandas
+    """Target 8: the first call after a hibernation (with numpy and pandas
     alive in the sandbox) against the same call after a cold boot; memory
     and disk per hibernated session."""
-    line("7. hibernation, %s sessions with numpy+pandas" % (h["sessions"] if h else "-"))
+    line("8. hibernation, %s sessions with numpy+pandas" % (h["sessions"] if h else "-"))
     lat("hib_restore", "  first call after hibernating (restore)")
     r = div(m("hib_restore"), m("hib_cold"))
     line("  vs a cold boot + the same call", "", "", ratio_str(r, "cold"), "<= 0.5x cold",
-         verdict(7, "restore_vs_cold", r, "<=", 0.5, "restore + call / new sandbox + the same call"))
+         verdict(8, "restore_vs_cold", r, "<=", 0.5, "restore + call / new sandbox + the same call"))
     lat("hib_cold", "  the same call, new sandbox (baseline)")
     r = div(m("hib_restore"), m("numpy"))
     line("  vs the warm call of target 3 (info)", "", "", ratio_str(r, "warm"))
@@ -1341,7 +1521,7 @@ def report_hibernation(h, line, lat, verdict, ratio_str, div, m):
     r = div(asleep, live)
     line("  PSS of a hibernated session", "%.1f MiB" % (asleep / 1024) if asleep is not None else "-", "",
          ratio_str(r, "live"), "<= 0.05x live",
-         verdict(7, "hibernated_pss_vs_live", r, "<=", 0.05, "memory of a hibernated session / a live one"))
+         verdict(8, "hibernated_pss_vs_live", r, "<=", 0.05, "memory of a hibernated session / a live one"))
     ma = h["mem_available_kib"]
     line("  MemAvailable freed per session (info)", "%.1f MiB" % ((ma["hibernated"] - ma["live"]) / h["sessions"] / 1024))
     line("  MemAvailable held per session (info)", "%.1f MiB" % ((ma["before"] - ma["hibernated"]) / h["sessions"] / 1024),

@@ -58,6 +58,11 @@ function handler(req, res) {
   seen.push(rec);
   req.on('data', (d) => (rec.bytes += d.length));
   const u = new URL(req.url, 'http://x');
+  if (u.pathname === '/upload') {
+    // The whole body first: only then an answer (which would end the upload).
+    req.on('end', () => res.end(`got ${rec.bytes}\n`));
+    return;
+  }
   if (u.pathname === '/big') {
     const n = Number(u.searchParams.get('n'));
     res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': n });
@@ -396,7 +401,9 @@ chunk = b"u" * 65536
 try:
     while sent < n:
         sent += c.send(chunk)
-    print("all", sent)
+    # Sent into the socket's buffers: what the far end made of it decides.
+    answer = c.recv(200)
+    print(("answered " + answer.split(b"\\r\\n")[0].decode()) if answer else "cut", sent)
 except OSError as e:
     print("cut", sent, type(e).__name__)`,
   );

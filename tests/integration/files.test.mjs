@@ -173,6 +173,32 @@ test('resources: output files are listed and readable; paths outside the workspa
   });
 });
 
+test('resources/list and resources/read wait for a running call of their session (serialized like calls)', opts, async () => {
+  await withClient('files-serialized', async (client) => {
+    await runPython(client, { code: 'open("output/before.txt", "w").write("before")' });
+    // A call that writes its file only at its end, 3 s in.
+    const t0 = Date.now();
+    const call = runPython(client, { code: 'import time\ntime.sleep(3)\nopen("output/during.txt", "w").write("late")' })
+      .then(() => Date.now() - t0);
+    await new Promise((r) => setTimeout(r, 1000)); // the call runs
+    const list = await client.listResources();
+    const listed = Date.now() - t0;
+    const callDone = await call;
+    assert.ok(listed >= callDone - 250, `the listing came after the call ended (${listed} ms, the call ${callDone} ms)`);
+    assert.ok(
+      list.resources.some((x) => x.uri === 'file:///work/output/during.txt'),
+      `the listing sees what the call wrote at its end: ${JSON.stringify(list.resources.map((x) => x.uri))}`,
+    );
+    const t1 = Date.now();
+    const call2 = runPython(client, { code: 'import time\ntime.sleep(2)\nopen("output/before.txt", "w").write("after")' })
+      .then(() => Date.now() - t1);
+    await new Promise((r) => setTimeout(r, 700));
+    const read = await client.readResource({ uri: 'file:///work/output/before.txt' });
+    assert.equal(read.contents[0].text, 'after', 'the read waited for the call that rewrote the file');
+    assert.ok(Date.now() - t1 >= (await call2) - 250, 'and came after it');
+  });
+});
+
 test('resources/list pages a workspace of thousands of long, non-UTF-8 names: bounded answers, a cursor, every file once; the call that made them gets a bounded result', opts, async (t) => {
   await withClient('files-many', async (client) => {
     const n = 2500;

@@ -46,6 +46,12 @@ export const NOT_APPLICABLE = {
     'input-required-result-result-type': mrtr('test_input_required_result_elicitation'),
     'input-required-result-tampered-state': mrtr('test_input_required_result_request_state'),
     'input-required-result-capability-check': mrtr('test_input_required_result_capabilities'),
+    // These three send inputResponses to the same fixture tool: the error for
+    // an unknown tool satisfies ("validates") or fails ("re-requests") their
+    // checks without any of them applying.
+    'input-required-result-missing-input-response': mrtr('test_input_required_result_elicitation'),
+    'input-required-result-ignore-extra-params': mrtr('test_input_required_result_elicitation'),
+    'input-required-result-validate-input': mrtr('test_input_required_result_elicitation'),
     'tasks-lifecycle': tasks,
     'tasks-capability-negotiation': tasks,
     'tasks-wire-fields': tasks,
@@ -66,6 +72,8 @@ export const NOT_APPLICABLE = {
     'elicitation-sep1330-enums': fixtureTool('test_elicitation_sep1330_enums'),
     'resources-subscribe': 'subscribes to test://watched-resource; this server declares subscribe: false (outputs change only through calls)',
     'resources-unsubscribe': 'unsubscribes from test://watched-resource; this server declares subscribe: false',
+    'server-sse-polling':
+      fixtureTool('test_reconnection') + ' (SEP-1699 polling: a tool that closes its stream mid-call; this server ends a stream only with its response)',
   },
 };
 
@@ -94,6 +102,7 @@ export const MUST_PASS = {
     'server-sse-multiple-streams',
     'resources-list',
     'prompts-list',
+    'input-required-result-unsupported-methods',
   ],
   '2025-11-25': [
     'server-initialize',
