@@ -14,6 +14,8 @@ bool frame_type_valid(int type) {
   case FRAME_QUIT:
   case FRAME_STATUS:
   case FRAME_READY:
+  case FRAME_WAKE:
+  case FRAME_HIBERNATE:
   case FRAME_ACCEPTED:
   case FRAME_STDOUT:
   case FRAME_STDERR:

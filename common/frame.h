@@ -10,6 +10,11 @@
  *   Q  quit        responder/keeper -> supervisor        empty; answered by D
  *   S  status      keeper -> supervisor; supervisor -> keeper  JSON {"ready":bool}
  *   Y  ready       executor -> supervisor                JSON
+ *   H  hibernate   supervisor -> executor -> supervisor  empty: a checkpoint follows (sandbox/
+ *                                                        hibernate.h); drop the spares, answer H
+ *   W  wake        supervisor -> executor                JSON {"seed": 64 hex}: the sandbox was
+ *                                                        restored from its checkpoint; reseed,
+ *                                                        replace what was forked before it, answer Y
  *   A  accepted    executor -> supervisor                empty; the call is its own now
  *   O  stdout      executor -> supervisor -> responder   bytes
  *   E  stderr      executor -> supervisor -> responder   bytes
@@ -53,6 +58,8 @@ enum frame_type {
   FRAME_QUIT = 'Q',
   FRAME_STATUS = 'S',
   FRAME_READY = 'Y',
+  FRAME_WAKE = 'W',
+  FRAME_HIBERNATE = 'H',
   FRAME_ACCEPTED = 'A',
   FRAME_STDOUT = 'O',
   FRAME_STDERR = 'E',

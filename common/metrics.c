@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include "sandbox/client.h" /* the names of a session folder's entries */
+
 #define MAGIC 0x4d435031u /* "MCP1" */
 #define FILE_NAME "metrics.shm"
 
@@ -224,6 +226,24 @@ static int count_dir(const struct mcp_config *cfg, const char *sub, bool (*want)
 }
 
 static bool want_session(const char *n) { return session_id_valid(n); }
+
+/* Sessions whose sandbox is hibernated: a published image in the folder. */
+static int count_hibernated(const struct mcp_config *cfg) {
+  char path[PATH_MAX];
+  if (config_path(cfg, path, sizeof(path), "sessions") < 0)
+    return 0;
+  cleanup_dir DIR *d = opendir(path);
+  int n = 0;
+  struct dirent *de;
+  while (d != NULL && (de = readdir(d)) != NULL) {
+    char name[SESSION_ID_MAX + 64];
+    if (session_id_valid(de->d_name) &&
+        snprintf(name, sizeof(name), "%s/" HIBERNATE_DIR "/" HIBERNATE_INFO, de->d_name) < (int)sizeof(name) &&
+        faccessat(dirfd(d), name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+      n++;
+  }
+  return n;
+}
 static bool want_ready(const char *n) { return is_hex32(n); }
 
 int metrics_live_sessions(const struct mcp_config *cfg) { return count_dir(cfg, "sessions", want_session); }
@@ -275,6 +295,10 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
                "# HELP mcp_sandboxes_ready Sandboxes started ahead of demand, ready now.\n"
                "# TYPE mcp_sandboxes_ready gauge\nmcp_sandboxes_ready %d\n",
                count_dir(cfg, "pool", want_ready));
+  metrics_line(b,
+               "# HELP mcp_sessions_hibernated Sessions whose sandbox is checkpointed to disk (no memory held).\n"
+               "# TYPE mcp_sessions_hibernated gauge\nmcp_sessions_hibernated %d\n",
+               count_hibernated(cfg));
   counter(b, "mcp_sessions_created_total", "Sessions created by initialize.", &shm->sessions_created);
   counter(b, "mcp_sessions_deleted_total", "Sessions ended by DELETE.", &shm->sessions_ended);
   counter(b, "mcp_sessions_expired_total", "Sessions ended by idle expiry.", &shm->sessions_expired);
@@ -282,6 +306,12 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
   counter(b, "mcp_sandbox_start_failures_total", "Sandbox starts that failed.", &shm->sandbox_start_failures);
   counter(b, "mcp_sandboxes_lost_total", "Sandboxes stopped during a call (memory backstop, crash, overrun).",
           &shm->sandboxes_lost);
+  counter(b, "mcp_hibernations_total", "Idle sandboxes checkpointed to disk and stopped.", &shm->hibernations);
+  counter(b, "mcp_hibernate_failures_total", "Checkpoints of idle sandboxes that failed.", &shm->hibernate_failures);
+  counter(b, "mcp_restores_total", "Hibernated sandboxes restored for a call.", &shm->restores);
+  counter(b, "mcp_restore_failures_total",
+          "Restores that failed: the session continued in a new sandbox with its files (state_lost).",
+          &shm->restore_failures);
   counter(b, "mcp_package_installs_total", "Calls with packages whose install succeeded.", &shm->package_installs);
   counter(b, "mcp_package_install_failures_total", "Calls with packages that could not be installed.",
           &shm->package_install_failures);

@@ -5,8 +5,8 @@
  * supervisor; counters are C11 atomics updated in place.  The master
  * recreates it at start, so counters start at zero with the service, as
  * Prometheus expects of a restarted process.  metrics_render() writes the
- * Prometheus text format; gauges (live sessions, ready sandboxes) are
- * counted from the state folder at scrape time. */
+ * Prometheus text format; gauges (live sessions, hibernated ones, ready
+ * sandboxes) are counted from the state folder at scrape time. */
 #ifndef MCP_METRICS_H
 #define MCP_METRICS_H
 
@@ -79,7 +79,11 @@ struct metrics {
   _Atomic uint64_t sessions_expired;
   _Atomic uint64_t sandbox_starts;
   _Atomic uint64_t sandbox_start_failures;
-  _Atomic uint64_t sandboxes_lost; /* stopped during a call (backstop, crash, overrun) */
+  _Atomic uint64_t sandboxes_lost;     /* stopped during a call (backstop, crash, overrun) */
+  _Atomic uint64_t hibernations;       /* sandboxes checkpointed to disk and stopped (sandbox/hibernate.h) */
+  _Atomic uint64_t hibernate_failures; /* checkpoints that failed (the sandbox kept running, or was lost) */
+  _Atomic uint64_t restores;           /* hibernated sandboxes restored, their executor awake */
+  _Atomic uint64_t restore_failures;   /* restores that failed: a new sandbox, state_lost */
   _Atomic uint64_t package_installs;
   _Atomic uint64_t package_install_failures;
   _Atomic uint64_t responder_restarts;

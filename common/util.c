@@ -25,6 +25,15 @@ int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void iso_time_now(char *buf, size_t size) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf + n, size - n, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
 int write_all(int fd, const void *buf, size_t len) {
   const char *p = buf;
   while (len > 0) {

@@ -57,6 +57,8 @@ static inline int steal_fd(int *fd) {
 /* Monotonic milliseconds, wall-clock seconds. */
 int64_t now_ms(void);
 int64_t wall_ms(void);
+/* The wall clock as "2026-01-31T12:34:56.789Z" (UTC, milliseconds; buf of 40). */
+void iso_time_now(char *buf, size_t size);
 
 /* Write all of buf, retrying on EINTR and short writes.  0 or -errno. */
 int write_all(int fd, const void *buf, size_t len);

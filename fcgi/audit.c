@@ -22,18 +22,9 @@ static volatile sig_atomic_t reopen_requested;
 
 void audit_reopen(void) { reopen_requested = 1; }
 
-static void iso_time(char *buf, size_t size) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  struct tm tm;
-  gmtime_r(&ts.tv_sec, &tm);
-  size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(buf + n, size - n, ".%03ldZ", ts.tv_nsec / 1000000);
-}
-
 static cJSON *entry_json(const struct rpc_call *c, const struct audit_entry *e) {
   char when[40], sha[65];
-  iso_time(when, sizeof(when));
+  iso_time_now(when, sizeof(when));
   const char *code = e->code ? e->code : "";
   sha256_hex(code, strlen(code), sha);
   cJSON *o = cJSON_CreateObject();
@@ -51,6 +42,8 @@ static cJSON *entry_json(const struct rpc_call *c, const struct audit_entry *e) 
     cJSON_AddNumberToObject(o, "exit_code", e->res->exit_code);
     cJSON_AddNumberToObject(o, "cpu_ms", (double)e->res->cpu_ms);
     cJSON_AddNumberToObject(o, "peak_memory_kb", (double)e->res->max_rss_kb);
+    cJSON_AddBoolToObject(o, "restored", e->res->restored);
+    cJSON_AddBoolToObject(o, "state_lost", e->res->state_lost);
   } else {
     cJSON_AddNullToObject(o, "exit_code");
     cJSON_AddNullToObject(o, "cpu_ms");

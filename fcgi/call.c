@@ -129,6 +129,8 @@ int call_result_parse(const char *json, size_t len, struct call_result *res) {
   res->packages_missing = get_bool(o, "packages_missing");
   res->sandbox_lost = get_bool(o, "sandbox_lost");
   res->memory_exceeded = get_bool(o, "memory_exceeded");
+  res->state_lost = get_bool(o, "state_lost");
+  res->restored = get_bool(o, "restored");
   res->truncated = res->truncated || get_bool(o, "truncated");
   res->egress_limited = get_bool(o, "egress_limited");
   const cJSON *which = cJSON_GetObjectItemCaseSensitive(o, "egress_limit");

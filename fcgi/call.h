@@ -49,6 +49,8 @@ struct call_result {
   bool packages_missing;   /* ... because the session no longer had them (none were fetched) */
   bool sandbox_lost;       /* the sandbox stopped during the call */
   bool memory_exceeded;    /* ... because the sandbox's memory backstop was hit */
+  bool state_lost;         /* the sandbox hibernated and could not be restored: a new one ran the call */
+  bool restored;           /* the sandbox was restored from its hibernation image for this call */
   bool egress_limited;     /* an egress limit ended or refused a connection ... */
   char egress_limit[32];   /* ... this one (bytes_out, bytes_in, connections, connection_time) */
   int64_t duration_ms;

@@ -68,9 +68,12 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
          res->egress_limit[0] ? res->egress_limit : "egress");
   if (res->truncated)
     note(b, "Output beyond %llu bytes per stream was dropped.", (unsigned long long)cfg->output_limit);
-  if (res->state_lost)
+  if (res->state_lost && res->persistent)
     note(b, "The persistent interpreter was ended and its state (variables, imports) is lost; the next persistent "
             "call starts a new one.");
+  else if (res->state_lost)
+    note(b, "The sandbox had hibernated and could not be restored: it started anew with the files in /work, but what "
+            "was in memory before (imported modules, processes) is gone.");
 }
 
 const char *refused_sentence(const char *why) {
@@ -126,13 +129,11 @@ cJSON *call_tool_result(const struct mcp_config *cfg, const struct call_result *
   cJSON_AddBoolToObject(sc, "processes_exceeded", res->processes_exceeded);
   cJSON_AddBoolToObject(sc, "workspace_full", res->workspace_full);
   cJSON_AddBoolToObject(sc, "sandbox_restarted", res->sandbox_lost);
+  cJSON_AddBoolToObject(sc, "state_lost", res->state_lost);
   cJSON_AddBoolToObject(sc, "egress_limited", res->egress_limited);
   cleanup_free char *value = res->value != NULL ? utf8_sanitize(res->value, strlen(res->value)) : NULL;
-  if (res->persistent) {
-    cJSON_AddBoolToObject(sc, "state_lost", res->state_lost);
-    if (value != NULL)
-      cJSON_AddStringToObject(sc, "value", value);
-  }
+  if (res->persistent && value != NULL)
+    cJSON_AddStringToObject(sc, "value", value);
   cJSON *r = cJSON_CreateObject();
   cJSON *content = cJSON_AddArrayToObject(r, "content");
   cleanup_free char *text = cJSON_PrintUnformatted(sc);

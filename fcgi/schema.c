@@ -105,8 +105,9 @@ static void result_props(cJSON *props) {
   prop(props, "sandbox", "string", "The handle of the sandbox the call ran in: pass it as `sandbox` to use it again.");
   prop(props, "value", "string", "persistent: the representation of the value of the code's last expression.");
   prop(props, "state_lost", "boolean",
-       "persistent: the interpreter was ended (killed after an interrupt, out of memory or CPU, the sandbox "
-       "restarted) and its state is gone; the next persistent call starts a new one.");
+       "What lived in memory is gone: the persistent interpreter was ended (killed after an interrupt, out of memory "
+       "or CPU, the sandbox restarted; the next persistent call starts a new one), or the sandbox had hibernated and "
+       "could not be restored (this call ran in a new sandbox with the same files in /work).");
 }
 
 static cJSON *output_schema(void) {

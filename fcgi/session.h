@@ -12,6 +12,9 @@
  *       ctl.sock      the supervisor's socket
  *       bundle/       the OCI bundle (config.json)
  *       work/         the workspace, /work inside, owned by the sandbox uid
+ *       hibernated/   the image of a hibernated sandbox (sandbox/hibernate.h);
+ *                     hibernate.new/ one being written, state-lost a failed
+ *                     restore's note for the next result
  *   <state>/owners/t-<token>/<id>    one empty file per live session of a token
  *   <state>/sessions.lock            held while a session is counted and made
  *   <state>/pool/<sandbox-id>/       pre-started sandboxes, claimed by rename
@@ -35,7 +38,6 @@
 #include "sandbox/client.h"
 
 #define SESSION_META "meta.json"
-#define CALL_LOCK "call.lock"
 #define TOKEN_ID_MAX 64
 /* last_used is rewritten at most this often; expiry waits this much longer
  * so that a session never expires before idle_timeout after its last request. */

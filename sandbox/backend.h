@@ -9,7 +9,15 @@
  * start() connects the executor's stdin and stdout to the given fds and
  * returns once the executor process exists (it reports readiness itself).
  * destroy() kills every process of the sandbox, releases its resources and
- * may be called any number of times. */
+ * may be called any number of times.
+ *
+ * checkpoint() writes the whole state of the running sandbox (memory, every
+ * process, open files) into the folder image_dir and stops it (destroy() it
+ * next).  restore() starts a sandbox from such a folder with the executor's
+ * stdin and stdout on the given fds, as start() does; the executor carries on
+ * where it was and says nothing until it is woken (frame W, hibernate.h).  A
+ * backend that cannot do this leaves both NULL: its sandboxes never
+ * hibernate (direct: a host process has no checkpoint). */
 #ifndef MCP_BACKEND_H
 #define MCP_BACKEND_H
 
@@ -32,6 +40,8 @@ struct sandbox_ops {
   const char *name;
   int (*start)(struct sandbox_ctx *ctx, int stdin_fd, int stdout_fd, mcp_error_t *err);
   int (*destroy)(struct sandbox_ctx *ctx, mcp_error_t *err);
+  int (*checkpoint)(struct sandbox_ctx *ctx, const char *image_dir, mcp_error_t *err);
+  int (*restore)(struct sandbox_ctx *ctx, const char *image_dir, int stdin_fd, int stdout_fd, mcp_error_t *err);
 };
 
 extern const struct sandbox_ops sandbox_runsc_ops;

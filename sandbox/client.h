@@ -5,9 +5,13 @@
  * A sandbox folder (a pool entry or a session folder) holds:
  *   sandbox     the 32-hex sandbox id (container "mcp<id>")
  *   sup.lock    an OFD lock the supervisor holds for its whole life
+ *   call.lock   an OFD lock a responder holds while it talks to the
+ *               supervisor (fcgi/session.h); a hibernating supervisor holds it
  *   ctl.sock    the supervisor's socket (frames, common/frame.h)
  *   bundle/     the OCI bundle (sandbox/bundle.h)
- *   work/       the workspace, /work inside (sandbox/workspace.h) */
+ *   work/       the workspace, /work inside (sandbox/workspace.h)
+ *   hibernated/ a hibernated sandbox's image, hibernate.new/ one being
+ *               written, state-lost a failed restore's note (sandbox/hibernate.h) */
 #ifndef MCP_SANDBOX_CLIENT_H
 #define MCP_SANDBOX_CLIENT_H
 
@@ -19,8 +23,13 @@
 
 #define SANDBOX_ID_FILE "sandbox"
 #define SUPERVISOR_LOCK "sup.lock"
+#define CALL_LOCK "call.lock"
 #define SUPERVISOR_SOCKET "ctl.sock"
 #define WORKSPACE_DIR "work"
+#define HIBERNATE_DIR "hibernated"
+#define HIBERNATE_NEW_DIR "hibernate.new"
+#define HIBERNATE_INFO "info.json"
+#define STATE_LOST_FILE "state-lost"
 
 /* Start the supervisor of the folder `name` below dir_fd (a double fork:
  * it is adopted by the nearest subreaper, the master, and outlives the

@@ -80,4 +80,6 @@ const struct sandbox_ops sandbox_direct_ops = {
     .name = "direct",
     .start = direct_start,
     .destroy = direct_destroy,
+    .checkpoint = NULL, /* a host process cannot be checkpointed: never hibernates */
+    .restore = NULL,
 };

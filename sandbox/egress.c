@@ -680,34 +680,21 @@ int egress_timeout_ms(const struct egress *e) {
   return soonest <= now ? 0 : (int)(soonest - now < 60000 ? soonest - now : 60000);
 }
 
-/* `{...}` becomes `{...,<extra>}`.  NULL: unchanged. */
-static char *with_members(const char *json, const char *extra) {
-  size_t n = strlen(json), x = strlen(extra);
-  while (n > 0 && (json[n - 1] == ' ' || json[n - 1] == '\n'))
-    n--;
-  if (x == 0 || n < 2 || json[n - 1] != '}')
-    return NULL;
-  char *out = malloc(n + x + 2);
-  if (out != NULL)
-    snprintf(out, n + x + 2, "%.*s%s%s}", (int)(n - 1), json, n > 2 ? "," : "", extra);
-  return out;
-}
-
-char *egress_call_end(struct egress *e, const char *result) {
+void egress_call_end(struct egress *e, char *out, size_t size) {
   for (int i = 0; i < EGRESS_CONNS_MAX; i++)
     if (e->conns[i] != NULL) {
       e->conns[i]->up.shut = e->conns[i]->down.shut = true;
       conn_close(e, i);
     }
-  char extra[160] = "";
+  out[0] = '\0';
   if (e->limited != NULL)
-    snprintf(extra, sizeof(extra), "\"egress_limited\":true,\"egress_limit\":\"%s\"", e->limited);
+    snprintf(out, size, "\"egress_limited\":true,\"egress_limit\":\"%s\"", e->limited);
   e->on = false;
-  return result != NULL ? with_members(result, extra) : NULL;
 }
 
 void egress_close(struct egress *e) {
-  egress_call_end(e, NULL);
+  char ignored[8];
+  egress_call_end(e, ignored, sizeof(ignored));
   if (e->listen_fd >= 0) {
     close(e->listen_fd);
     e->listen_fd = -1;

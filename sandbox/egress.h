@@ -60,11 +60,10 @@ void egress_init(struct egress *e, const struct mcp_config *cfg, int session_dir
 /* A call starts: req is its request (its "egress" member, when present,
  * turns egress on), token its token's name, session the session's id. */
 void egress_call_start(struct egress *e, const cJSON *req, const char *token, const char *session);
-/* The call ended: its connections close (each logged).  Returns its
- * result (JSON text, or NULL) with the members it gains when the call hit
- * a limit (`{...,"egress_limited":true,"egress_limit":"..."}`, malloc'd),
- * or NULL when it is unchanged. */
-char *egress_call_end(struct egress *e, const char *result);
+/* The call ended: its connections close (each logged).  Writes the
+ * members the call's result gains (`"egress_limited":true,...`) to out,
+ * or "" when it hit no limit. */
+void egress_call_end(struct egress *e, char *out, size_t size);
 /* The poll entries of the relay (at most EGRESS_POLL_MAX), and their
  * handling once poll returned. */
 int egress_poll_fill(struct egress *e, struct pollfd *p, int room);

@@ -24,6 +24,11 @@
  * reparented to it and reaped at once, which is what makes teardown fast
  * (sandbox/GVISOR.md: ~20 ms instead of ~2 s).
  *
+ * A session's sandbox that stays idle for hibernate_after seconds is
+ * checkpointed to disk and the supervisor exits; the next supervisor of the
+ * folder restores it (sandbox/hibernate.h: what, where, and what never
+ * hibernates; sandbox_busy() below says when it must not).
+ *
  * usage: mcp-sandboxd <session-folder>
  * The folder holds `sandbox` (the 32-hex sandbox id) and `work/`. */
 #include "config.h"
@@ -51,6 +56,7 @@
 #include "sandbox/cgroups.h"
 #include "sandbox/client.h"
 #include "sandbox/egress.h"
+#include "sandbox/hibernate.h"
 #include "sandbox/supervisor.h"
 #include "sandbox/workspace.h"
 
@@ -69,6 +75,7 @@
  * how long the call or run it stops has to answer. */
 #define TASKS_CHECK_MS 250
 #define TASKS_CUT_WAIT_MS 5000
+#define QUIESCE_MS 5000 /* the executor's answer to H before a checkpoint */
 
 struct client {
   int fd;
@@ -127,6 +134,7 @@ struct sup {
   unsigned interpreters_lost; /* ... that died with a sandbox, not yet told to a persistent call */
   bool call_persistent;
   unsigned call_lang; /* the call's language (bg_lang_bit) */
+  struct hibernation hib;
 };
 
 static void client_close(struct sup *s, int i) {
@@ -220,6 +228,13 @@ static void sandbox_stop(struct sup *s) {
     mcp_error_log_release(&err, "mcp-sandboxd: destroy");
 }
 
+/* A restored sandbox that died or did not answer its wake: the next start
+ * boots a new one (the image is gone) and the next result says state_lost. */
+static void restore_lost(struct sup *s, const char *why) {
+  hibernate_restore_failed(&s->hib, &s->sb, why);
+  sandbox_stop(s);
+}
+
 /* Current host path of our folder: it moves from pool/ to sessions/. */
 static int refresh_dir(struct sup *s, mcp_error_t *err) {
   int r = fd_host_path(s->dirfd, NULL, s->sb.dir, sizeof(s->sb.dir));
@@ -238,8 +253,8 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "pipe2");
   }
   int ret = strcmp(s->cfg.backend, "runsc") == 0 ? workspace_mount(s->dirfd, err) : 0;
-  if (ret == 0)
-    ret = s->ops->start(&s->sb, in[0], out[1], err);
+  if (ret == 0) /* 1: restored from its hibernation image */
+    ret = hibernate_start(&s->hib, &s->sb, in[0], out[1], err);
   close(in[0]);
   close(out[1]);
   if (ret < 0) {
@@ -262,6 +277,8 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
    * held by dying processes. */
   s->sandbox_pid = s->sb.pid > 0 ? s->sb.pid : runsc_sandbox_pid(&s->cfg, s->sb.container_id);
   s->sandbox_gone = false;
+  if (ret == 1 && hibernate_wake(&s->hib, s->exec_in) < 0)
+    restore_lost(s, "the restored executor could not be woken");
   return 0;
 }
 
@@ -270,6 +287,30 @@ static void fail_waiting(struct sup *s, const char *sentence) {
   for (int i = 0; i < MAX_CLIENTS; i++)
     if (s->clients[i].fd >= 0 && (s->clients[i].has_request || s->clients[i].wants_ready))
       client_error(s, i, sentence);
+}
+
+/* The result with what the supervisor adds (the egress relay's limit,
+ * what hibernation must say): the members of extra (`"egress_limited":true,...`)
+ * replace those of the same name (a persistent call's "state_lost":false
+ * becomes true).  NULL: unchanged. */
+static char *with_extra(const char *json, const char *extra) {
+  if (extra[0] == '\0')
+    return NULL;
+  size_t x = strlen(extra);
+  cleanup_free char *wrapped = malloc(x + 3);
+  if (wrapped == NULL)
+    return NULL;
+  snprintf(wrapped, x + 3, "{%s}", extra);
+  cleanup_cjson cJSON *add = cJSON_Parse(wrapped);
+  cleanup_cjson cJSON *o = cJSON_Parse(json);
+  if (!cJSON_IsObject(o) || !cJSON_IsObject(add))
+    return NULL;
+  cJSON *item = NULL;
+  cJSON_ArrayForEach(item, add) {
+    cJSON_DeleteItemFromObjectCaseSensitive(o, item->string);
+    cJSON_AddItemToObject(o, item->string, cJSON_Duplicate(item, true));
+  }
+  return cJSON_PrintUnformatted(o);
 }
 
 /* A result once the host-task guard has cut (check_tasks): the sandbox is
@@ -288,14 +329,21 @@ static char *after_tasks_cut(struct sup *s, const char *json) {
 }
 
 static void send_call_result(struct sup *s, const char *json) {
+  char extra[320];
   cleanup_free char *cut = s->tasks_cut ? after_tasks_cut(s, json) : NULL;
   if (cut != NULL)
     json = cut;
-  cleanup_free char *merged = egress_call_end(&s->eg, json);
+  egress_call_end(&s->eg, extra, sizeof(extra));
+  hibernate_result_extra(&s->hib, extra, sizeof(extra));
+  cleanup_free char *merged = with_extra(json, extra);
   if (merged != NULL)
     json = merged;
-  if (s->call >= 0 && !s->call_orphaned)
+  if (s->call >= 0 && !s->call_orphaned && s->clients[s->call].fd >= 0) {
     client_send(s, s->call, FRAME_DONE, json, strlen(json));
+    if (s->clients[s->call].fd >= 0)
+      hibernate_result_sent(&s->hib); /* it was said */
+  }
+  hibernate_idle(&s->hib, s->call >= 0 ? s->clients[s->call].token : NULL);
   if (s->call >= 0 && s->clients[s->call].fd >= 0) {
     s->clients[s->call].has_request = false;
     buf_free(&s->clients[s->call].request);
@@ -344,6 +392,10 @@ static void check_tasks(struct sup *s) {
  * only when the request was on its way): it stays queued, once, for the
  * next sandbox. */
 static void sandbox_end(struct sup *s, bool deadline, bool lost) {
+  if (s->hib.restoring) { /* no call was given to it yet */
+    restore_lost(s, "the restored sandbox stopped before it answered");
+    return;
+  }
   if (lost)
     METRIC_INC(sandboxes_lost);
   struct client *c = s->call >= 0 ? &s->clients[s->call] : NULL;
@@ -533,6 +585,9 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
   case FRAME_READY:
     s->ready = true;
     boot_release(s);
+    hibernate_woke(&s->hib, &s->sb); /* when it was restored */
+    hibernate_idle(&s->hib, NULL);
+    note_result(s, f->payload, f->len); /* a restored executor's Y names its live interpreters */
     bg_runs_send(&s->runs, s->exec_in, &s->interpreters_lost);
     for (int i = 0; i < MAX_CLIENTS; i++)
       if (s->clients[i].fd >= 0 && s->clients[i].wants_ready) {
@@ -557,6 +612,7 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
   case FRAME_RUN_DONE:
     if (f->len > 0)
       note_result(s, f->payload + 1, f->len - 1);
+    hibernate_idle(&s->hib, NULL); /* idle from the run's end */
     /* fall through */
   case FRAME_RUN_STDOUT:
   case FRAME_RUN_STDERR:
@@ -772,6 +828,68 @@ static void ensure_sandbox(struct sup *s) {
   }
 }
 
+/* Whether anything needs the sandbox as it is now: a call that runs or
+ * waits, a background run (started or waiting for the executor), a client
+ * waiting for it to be ready.  A busy sandbox never hibernates. */
+static bool sandbox_busy(const struct sup *s) {
+  if (s->call_active || bg_runs_active(&s->runs) > 0)
+    return true;
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    if (s->clients[i].fd >= 0 && (s->clients[i].has_request || s->clients[i].wants_ready))
+      return true;
+  return false;
+}
+
+/* After a failed checkpoint: whether the sandbox still runs. */
+static bool sandbox_alive(struct sup *s) {
+  reap_children(s);
+  return !s->sandbox_gone && s->sandbox_pid > 0 && kill(s->sandbox_pid, 0) == 0;
+}
+
+/* Before the checkpoint the executor drops its spares (frame H): the wake
+ * replaces them anyway, and without the pages they copied the image is
+ * half the size (12 against 23 MB with numpy and pandas), written and
+ * restored sooner.  An executor that does not answer in time is
+ * checkpointed as it is. */
+static void executor_quiesce(struct sup *s) {
+  if (frame_write(s->exec_in, FRAME_HIBERNATE, NULL, 0) < 0)
+    return;
+  int64_t deadline = now_ms() + QUIESCE_MS;
+  struct frame f;
+  while (frame_read(&s->exec_r, s->exec_out, deadline, &f) == 1)
+    if (f.type == FRAME_HIBERNATE)
+      return;
+}
+
+/* Idle for hibernate_after: the sandbox goes to disk and we exit (hibernate.h). */
+static void maybe_hibernate(struct sup *s) {
+  if (!s->ready || s->quit || sandbox_busy(s) || !hibernate_due(&s->hib, now_ms()))
+    return;
+  mcp_error_t err = NULL;
+  if (refresh_dir(s, &err) < 0) {
+    mcp_error_log_release(&err, "mcp-sandboxd: hibernate");
+    return;
+  }
+  if (!hibernate_begin(&s->hib))
+    return; /* a responder holds call.lock: not now */
+  executor_quiesce(s);
+  s->quit = true;
+  if (hibernate_save(&s->hib, &s->sb, &err) == 0) {
+    exec_close(s);
+    return;
+  }
+  mcp_error_log_release(&err, "mcp-sandboxd: hibernate");
+  if (sandbox_alive(s)) {
+    s->quit = false; /* it goes on as it was, and is not checkpointed again */
+    hibernate_release(&s->hib);
+    return;
+  }
+  hibernate_state_lost(&s->hib, &s->sb, "the sandbox did not survive a failed checkpoint");
+  sandbox_stop(s);
+}
+
+static int64_t ready_timeout_ms(const struct sup *s) { return s->hib.restoring ? RESTORE_WAKE_MS : READY_TIMEOUT_MS; }
+
 static int loop(struct sup *s) {
   while (!s->quit) {
     ensure_sandbox(s);
@@ -805,10 +923,13 @@ static int loop(struct sup *s) {
     } else if (!s->started && s->boot_waiting) {
       timeout = BOOT_RETRY_MS;
     } else if (!s->ready) {
-      int64_t left = s->started_at + READY_TIMEOUT_MS - now;
+      int64_t left = s->started_at + ready_timeout_ms(s) - now;
       timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
     } else if (waiting_for_slots(s)) {
       timeout = SLOT_RETRY_MS;
+    } else if (!sandbox_busy(s)) {
+      int left = hibernate_timeout_ms(&s->hib, now);
+      timeout = left >= 0 && left < timeout ? left : timeout;
     }
     int64_t run_deadline = bg_runs_deadline(&s->runs);
     if (run_deadline > 0 && run_deadline - now < timeout)
@@ -847,12 +968,17 @@ static int loop(struct sup *s) {
     } else if (s->started && bg_runs_overran(&s->runs, now)) {
       fprintf(stderr, "mcp-sandboxd %s: a background run overran its deadline; restarting the sandbox\n", s->sb.id);
       sandbox_lost(s, false);
-    } else if (s->started && !s->ready && now - s->started_at >= READY_TIMEOUT_MS) {
+    } else if (s->started && !s->ready && now - s->started_at >= ready_timeout_ms(s)) {
       fprintf(stderr, "mcp-sandboxd %s: the executor did not become ready\n", s->sb.id);
-      s->quick_deaths = MAX_QUICK_DEATHS;
-      sandbox_stop(s);
+      if (s->hib.restoring) {
+        restore_lost(s, "the restored executor did not answer its wake");
+      } else {
+        s->quick_deaths = MAX_QUICK_DEATHS;
+        sandbox_stop(s);
+      }
     }
     maybe_start_next(s);
+    maybe_hibernate(s);
   }
   return 0;
 }
@@ -881,6 +1007,7 @@ static int setup(struct sup *s, const char *dir, mcp_error_t *err) {
   if (s->dirfd < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open `%s`", dir);
   egress_init(&s->eg, &s->cfg, s->dirfd);
+  hibernate_init(&s->hib, &s->cfg, s->ops, s->dirfd);
   /* The bind mount's source (/opt/mcp/egress), empty until a call has egress. */
   if (mkdirat(s->dirfd, EGRESS_DIR, 0755) < 0 && errno != EEXIST)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir `%s/%s`", dir, EGRESS_DIR);
@@ -969,6 +1096,9 @@ int supervisor_main(int argc, char **argv) {
   workspace_unmount(s.dirfd);
   /* Release the folder before answering: whoever asked us to quit removes it next. */
   close(s.lock_fd);
+  /* A hibernated sandbox: the responders waiting for call.lock may start
+   * the next supervisor now that sup.lock is free. */
+  hibernate_release(&s.hib);
   slot_release(&s.slots);
   for (int i = 0; i < MAX_CLIENTS; i++) {
     if (s.clients[i].fd < 0)

@@ -187,3 +187,13 @@ void workspace_unmount(int dirfd) {
     if (umount2(target, MNT_DETACH) < 0 && errno != EINTR)
       break;
 }
+
+int workspace_sync(int dirfd, mcp_error_t *err) {
+  bool image = workspace_has_image(dirfd);
+  cleanup_close int fd = openat(dirfd, image ? IMAGE : MOUNT_DIR, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open the workspace");
+  if ((image ? fsync(fd) : syncfs(fd)) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "sync the workspace");
+  return 0;
+}

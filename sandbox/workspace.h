@@ -14,6 +14,9 @@ int workspace_create(int dirfd, uint64_t size, int uid, int gid, mcp_error_t *er
 /* Mount the image on work/ unless it is mounted or there is no image. */
 int workspace_mount(int dirfd, mcp_error_t *err);
 void workspace_unmount(int dirfd);
+/* Put what the workspace holds on disk: its image (unmount it first, so
+ * that its file system is written out), or the plain folder's file system. */
+int workspace_sync(int dirfd, mcp_error_t *err);
 bool workspace_mounted(int dirfd);
 /* The workspace has a quota image (it is a plain folder otherwise). */
 bool workspace_has_image(int dirfd);

@@ -4,7 +4,9 @@ activities at once: the call of the R frame (the foreground: one at a
 time, accepted with A, answered with D), background runs (G frames,
 answered with d when they end, ended early by C) and the persistent
 interpreters between their cells.  Between foreground calls it imports
-what the last one learned and forks the next spares.
+what the last one learned and forks the next spares.  A wake frame
+(W) comes after the sandbox was restored from its checkpoint, H before
+the checkpoint (restore.py).
 """
 
 import json
@@ -19,8 +21,9 @@ from .call import Call, send_done
 from .limits import set_dumpable
 from .persistent import Interpreter, Cell
 from .processes import clear_scratch, reap, sweep
-from .protocol import (ACCEPTED, CANCEL, DONE, PROCESSES, READY, REQUEST, RUN_CANCEL, RUN_DONE, RUN_START,
-                       FrameReader, write_frame)
+from .protocol import (ACCEPTED, CANCEL, DONE, HIBERNATE, PROCESSES, REQUEST, RUN_CANCEL, RUN_DONE, RUN_START,
+                       WAKE, FrameReader, write_frame, write_ready)
+from .restore import before_checkpoint, wake
 from .spare import prepare_spare
 from .state import Args, State
 
@@ -37,7 +40,7 @@ def main():
     signal.signal(signal.SIGCHLD, lambda *_: None)
     import_modules(st, st.args.preload)
     prepare_spare(st)
-    write_frame(READY, json.dumps({"python": sys.version.split()[0], "preloaded": sorted(st.preloaded)}).encode())
+    write_ready(st.preloaded)
     Loop(st, FrameReader(0), wake_r).serve()
 
 
@@ -89,6 +92,10 @@ class Loop:
                 self.st.runs[payload[0]].cancel()
             elif kind == PROCESSES:
                 self.cut()
+            elif kind == WAKE:
+                wake(self.st, payload)
+            elif kind == HIBERNATE:
+                before_checkpoint(self.st)
 
     def cut(self):
         """The supervisor's host-task guard (sandbox/supervisor.c): the

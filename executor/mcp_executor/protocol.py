@@ -6,11 +6,15 @@ of the call in the foreground, G (start a run), C (cancel a run) and P
 (the host-task guard: stop the activity whose processes are the most), and
 writes Y (ready), A (accepted), O (stdout), E (stderr) and D (done) of
 the foreground call, and o, e, d of the runs: their payload starts with
-one byte, the run's number (1-255), that the G frame's JSON named.
+one byte, the run's number (1-255), that the G frame's JSON named.  After a
+restore from a checkpoint it gets W (wake) and answers Y again; H (both
+ways) comes before a checkpoint (restore.py).
 """
 
+import json
 import os
 import struct
+import sys
 
 HEADER = struct.Struct(">cI")
 MAX_REQUEST = 256 << 20
@@ -19,6 +23,8 @@ CHUNK = 65536
 REQUEST = b"R"  # JSON: run this call
 CANCEL = b"K"  # empty: end the running call
 READY = b"Y"  # JSON: the executor is up (Python version, preloaded modules)
+WAKE = b"W"  # JSON {"seed": hex}: the sandbox was restored from its checkpoint (restore.py)
+HIBERNATE = b"H"  # empty, both ways: a checkpoint follows; answered once the spares are gone (restore.py)
 ACCEPTED = b"A"  # empty: the call is the sandbox's own now
 STDOUT = b"O"  # bytes of the call's stdout
 STDERR = b"E"  # bytes of the call's stderr
@@ -44,6 +50,13 @@ def write_frame(kind, payload, prefix=b""):
         except BrokenPipeError:
             os._exit(0)
         view = view[n:]
+
+
+def write_ready(preloaded, **extra):
+    """Y: the Python version, the template modules imported, and extra."""
+    info = {"python": sys.version.split()[0], "preloaded": sorted(preloaded)}
+    info.update(extra)
+    write_frame(READY, json.dumps(info).encode())
 
 
 class FrameReader:

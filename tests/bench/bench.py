@@ -23,6 +23,10 @@ Standard library only.  Phases:
      reference server behind the same nginx                       target 6
   E  memory of idle sessions (MemAvailable drop, PSS, cgroup), then the warm
      call again with all of them alive                            targets 5, 1
+  F  hibernation (hibernation.py): the service restarted with a short
+     hibernate_after; restore + call vs a cold boot + call, memory and disk
+     per hibernated session                                       target 8
+(A to E run with hibernate_after 0: the idle sessions of E stay alive.)
 """
 
 import argparse
@@ -46,6 +50,8 @@ import threading
 import time
 import traceback
 import urllib.parse
+
+from hibernation import Hibernation
 
 PROTOCOL = "2025-11-25"
 MODERN = "2026-07-28"  # stateless requests; the sandbox is a handle argument
@@ -1255,6 +1261,11 @@ class Bench:
         if errs:
             log("%d sessions could not be ended: %s" % (len(errs), errs[:3]))
 
+    # -- F: hibernation (hibernation.py)
+
+    def phase_hibernate(self):
+        Hibernation(self, NUMPY_CODE, NUMPY_OUT).run()
+
     # -- run
 
     def run(self):
@@ -1265,7 +1276,8 @@ class Bench:
         self.svc.wait_pool()
         phases = [("latency", self.phase_latency), ("first_call", self.phase_first_call),
                   ("throughput", self.phase_throughput), ("cpu", self.phase_cpu),
-                  ("tools_list", self.phase_tools_list), ("memory", self.phase_memory)]
+                  ("tools_list", self.phase_tools_list), ("memory", self.phase_memory),
+                  ("hibernate", self.phase_hibernate)]
         only = set(self.args.only.split(",")) if self.args.only else None
         failures = []
         for name, fn in phases:
@@ -1450,6 +1462,8 @@ def report(b, started, path):
          ratio_str(div(lo, le), "everything"), ">= 5x everything",
          verdict(6, "tools_list_vs_everything", div(lo, le), ">=", 5.0, "requests/s over server-everything's"))
 
+    report_hibernation(b.info.get("hibernation"), line, lat, verdict, ratio_str, div, m)
+
     widths = [max(len(str(r_[i])) for r_ in rows + [("measurement", "median", "p90", "ratio", "target", "")])
               for i in range(6)]
     out = []
@@ -1486,6 +1500,36 @@ def report(b, started, path):
         f.write("\n")
     os.replace(tmp, path)
     print("figures written to %s" % path)
+
+
+def report_hibernation(h, line, lat, verdict, ratio_str, div, m):
+    """Target 8: the first call after a hibernation (with numpy and pandas
+    alive in the sandbox) against the same call after a cold boot; memory
+    and disk per hibernated session."""
+    line("8. hibernation, %s sessions with numpy+pandas" % (h["sessions"] if h else "-"))
+    lat("hib_restore", "  first call after hibernating (restore)")
+    r = div(m("hib_restore"), m("hib_cold"))
+    line("  vs a cold boot + the same call", "", "", ratio_str(r, "cold"), "<= 0.5x cold",
+         verdict(8, "restore_vs_cold", r, "<=", 0.5, "restore + call / new sandbox + the same call"))
+    lat("hib_cold", "  the same call, new sandbox (baseline)")
+    r = div(m("hib_restore"), m("numpy"))
+    line("  vs the warm call of target 3 (info)", "", "", ratio_str(r, "warm"))
+    if not h:
+        return
+    live, asleep = median(h["live_pss_kib"]), median(h["hibernated_pss_kib"])
+    line("  PSS of a live session (info)", "%.1f MiB" % (live / 1024) if live is not None else "-")
+    r = div(asleep, live)
+    line("  PSS of a hibernated session", "%.1f MiB" % (asleep / 1024) if asleep is not None else "-", "",
+         ratio_str(r, "live"), "<= 0.05x live",
+         verdict(8, "hibernated_pss_vs_live", r, "<=", 0.05, "memory of a hibernated session / a live one"))
+    ma = h["mem_available_kib"]
+    line("  MemAvailable freed per session (info)", "%.1f MiB" % ((ma["hibernated"] - ma["live"]) / h["sessions"] / 1024))
+    line("  MemAvailable held per session (info)", "%.1f MiB" % ((ma["before"] - ma["hibernated"]) / h["sessions"] / 1024),
+         "", "vs before the sessions")
+    line("  image on disk per session", "%.1f MiB" % (median(h["image_bytes"]) / 2 ** 20), "",
+         "%.1f MiB allocated" % (median(h["image_allocated_bytes"]) / 2 ** 20))
+    cks = [x for x in h["checkpoint_ms"] if x is not None]
+    line("  checkpoint time (info)", fmt_ms(median(cks)) if cks else "-", fmt_ms(p90(cks)) if cks else "-")
 
 
 def loadavg():
@@ -1529,7 +1573,9 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sessions", type=int, default=0, help="idle sessions for target 5 (200; --quick: 50)")
     ap.add_argument("--only", default="", help="comma-separated phases (latency,first_call,throughput,"
-                    "tools_list,memory); for debugging the benchmark")
+                    "tools_list,memory,hibernate); for debugging the benchmark")
+    ap.add_argument("--restart-cmd", default="", help="shell command that restarts the service with the "
+                    "environment's MCP_HIBERNATE_AFTER (phase F)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     b = Bench(args)

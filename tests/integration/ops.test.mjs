@@ -7,29 +7,24 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
-import { MCP_URL, MCP_TOKEN, TEST_TIMEOUT_MS, connectClient, closeClient, runPython, rawRequest, randomToken } from './lib/common.mjs';
+import {
+  MCP_URL,
+  MCP_TOKEN,
+  MCP_METRICS_URL as METRICS_URL,
+  TEST_TIMEOUT_MS,
+  connectClient,
+  closeClient,
+  runPython,
+  rawRequest,
+  randomToken,
+  scrapeMetrics as metrics,
+} from './lib/common.mjs';
 
 const STATE = process.env.MCP_STATE_DIR;
 const opts = { timeout: TEST_TIMEOUT_MS };
 const hostOpts = { timeout: TEST_TIMEOUT_MS, skip: STATE ? false : 'MCP_STATE_DIR not set: no host access to the stack' };
 const base = new URL(MCP_URL);
 const at = (p) => new URL(p, base).href;
-
-const METRICS_URL = process.env.MCP_METRICS_URL || '';
-
-async function metrics() {
-  assert.ok(METRICS_URL, 'endpoint.env names MCP_METRICS_URL (the loopback metrics listener)');
-  const r = await rawRequest('GET', METRICS_URL);
-  assert.equal(r.status, 200, r.body);
-  assert.match(r.headers['content-type'], /text\/plain/);
-  const values = new Map();
-  for (const line of r.body.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const i = line.lastIndexOf(' ');
-    values.set(line.slice(0, i), Number(line.slice(i + 1)));
-  }
-  return values;
-}
 
 const get = (m, k) => m.get(k) ?? 0;
 
@@ -113,7 +108,10 @@ test('the audit line of a call has the right fields and no secrets', hostOpts, a
   const line = auditLines().find((l) => l.session_id === sid);
   assert.ok(line, 'an audit line for the session');
   assert.deepEqual(Object.keys(line).sort(), ['bytes_returned', 'code_bytes', 'code_sha256', 'cpu_ms', 'duration_ms',
-    'exit_code', 'outcome', 'packages', 'peak_memory_kb', 'request_id', 'session_id', 'time', 'token', 'tool'].sort());
+    'exit_code', 'outcome', 'packages', 'peak_memory_kb', 'request_id', 'restored', 'session_id', 'state_lost', 'time',
+    'token', 'tool'].sort());
+  assert.equal(line.restored, false, 'a sandbox that did not hibernate');
+  assert.equal(line.state_lost, false);
   assert.equal(line.tool, 'execute_python');
   assert.equal(line.token, 'default');
   assert.equal(line.outcome, 'ok');

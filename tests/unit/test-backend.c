@@ -29,6 +29,8 @@ static void ops_tests(void) {
   is_str(sandbox_runsc_ops.name, "runsc", "runsc ops are named");
   ok(sandbox_direct_ops.start && sandbox_direct_ops.destroy && sandbox_runsc_ops.start && sandbox_runsc_ops.destroy,
      "both implement start and destroy");
+  ok(sandbox_runsc_ops.checkpoint && sandbox_runsc_ops.restore, "runsc implements checkpoint and restore");
+  ok(!sandbox_direct_ops.checkpoint && !sandbox_direct_ops.restore, "direct does not: its sandboxes never hibernate");
 
   struct sandbox_ctx ctx;
   mcp_error_t err = NULL;
@@ -116,6 +118,69 @@ static void request(struct sandbox *sb, const char *code, int timeout_ms) {
   cJSON_Delete(o);
 }
 
+/* The executor's children (its spares, between calls). */
+static int children_of(pid_t pid, pid_t *out, int max) {
+  char p[64];
+  snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  FILE *f = fopen(p, "r");
+  int n = 0, v;
+  while (f != NULL && n < max && fscanf(f, "%d", &v) == 1)
+    if (alive(v))
+      out[n++] = v;
+  if (f != NULL)
+    fclose(f);
+  return n;
+}
+
+/* Wait until the executor has exactly one child other than `not`: its spare. */
+static pid_t the_spare(pid_t executor, pid_t not, int ms) {
+  for (int i = 0; i < ms / 20; i++) {
+    pid_t kids[8];
+    if (children_of(executor, kids, 8) == 1 && kids[0] != not )
+      return kids[0];
+    usleep(20000);
+  }
+  return -1;
+}
+
+/* The wake after a restore (frame W, sandbox/hibernate.h): the executor
+ * answers Y again and replaces the spare it forked before the checkpoint,
+ * which would start the next call from the image's random state; the next
+ * call runs in the new spare (a call's process is its spare). */
+static void wake_tests(struct sandbox *sb) {
+  pid_t before = the_spare(sb->ctx.pid, -1, 10000);
+  if (!ok(before > 0, "the executor forked its next spare (pid %d)", (int)before))
+    return;
+  const char *seed = "{\"seed\":\"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\"}";
+  frame_write(sb->to_exec, FRAME_WAKE, seed, strlen(seed));
+  struct frame f;
+  is_int(frame_read(&sb->r, sb->from_exec, now_ms() + 20000, &f), 1, "a frame answers the wake");
+  ok(f.type == FRAME_READY && memmem(f.payload, f.len, "\"restored\": true", 16) != NULL, "Y, saying it was restored");
+  ok(wait_gone(before, 5000), "the spare forked before the wake is gone");
+  pid_t after = the_spare(sb->ctx.pid, before, 10000);
+  ok(after > 0, "a new spare replaces it (pid %d)", (int)after);
+  request(sb, "import os; print(os.getpid())", 10000);
+  struct buf out = {0};
+  while (frame_read(&sb->r, sb->from_exec, now_ms() + 20000, &f) == 1 && f.type != FRAME_DONE)
+    if (f.type == FRAME_STDOUT)
+      buf_append(&out, f.payload, f.len);
+  char want[32];
+  snprintf(want, sizeof(want), "%d\n", (int)after);
+  is_mem(out.data, out.len, want, strlen(want), "the next call runs in the new spare");
+  buf_free(&out);
+
+  /* H before a checkpoint: the spares go at once (the image is smaller);
+   * the wake forks new ones. */
+  pid_t spare = the_spare(sb->ctx.pid, after, 10000);
+  frame_write(sb->to_exec, FRAME_HIBERNATE, NULL, 0);
+  is_int(frame_read(&sb->r, sb->from_exec, now_ms() + 20000, &f), 1, "a frame answers H");
+  is_int(f.type, FRAME_HIBERNATE, "H, once the spares are gone");
+  ok(spare > 0 && !alive(spare), "the spare is gone before the checkpoint");
+  frame_write(sb->to_exec, FRAME_WAKE, seed, strlen(seed));
+  ok(frame_read(&sb->r, sb->from_exec, now_ms() + 20000, &f) == 1 && f.type == FRAME_READY, "Y after the wake");
+  ok(the_spare(sb->ctx.pid, spare, 10000) > 0, "with a new spare");
+}
+
 static void direct_tests(void) {
   struct sandbox sb;
   if (!ok(start(&sb), "start the direct backend"))
@@ -155,6 +220,7 @@ static void direct_tests(void) {
   snprintf(want, sizeof(want), "42\n%s/session/work\n", tmp);
   is_str(out.data, want, "stdout, with the workspace as working directory");
   buf_free(&out);
+  wake_tests(&sb);
 
   /* Destroy while a call runs: every process of the sandbox goes. */
   request(&sb, "import os, time; open('call.pid', 'w').write(str(os.getpid())); time.sleep(60)", 100000);

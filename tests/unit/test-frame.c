@@ -23,7 +23,7 @@ static void header(unsigned char h[FRAME_HEADER], int type, uint32_t len) {
 }
 
 static void type_tests(void) {
-  static const char valid[] = "RKQSYAOEDXBGCoedP";
+  static const char valid[] = "RKQSYWHAOEDXBGCoedP";
   for (const char *p = valid; *p; p++)
     ok(frame_type_valid(*p), "type '%c' is valid", *p);
   static const int invalid[] = {0, 'r', 'b', 'Z', 0x7f, 0xff, 'x', ' '};

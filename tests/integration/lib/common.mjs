@@ -122,6 +122,23 @@ export function rawRequest(method, url, headers = {}, body = undefined) {
   });
 }
 
+export const MCP_METRICS_URL = process.env.MCP_METRICS_URL || '';
+
+/** The stack's /metrics (its loopback listener) as a Map of series -> value. */
+export async function scrapeMetrics() {
+  if (!MCP_METRICS_URL) throw new Error('endpoint.env names no MCP_METRICS_URL (the loopback metrics listener)');
+  const r = await rawRequest('GET', MCP_METRICS_URL);
+  if (r.status !== 200 || !/text\/plain/.test(r.headers['content-type'] || ''))
+    throw new Error(`GET ${MCP_METRICS_URL}: HTTP ${r.status} ${r.headers['content-type']}: ${r.body.slice(0, 200)}`);
+  const values = new Map();
+  for (const line of r.body.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    values.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  return values;
+}
+
 export function initializeBody(id = 1, clientName = 'integration-raw') {
   return JSON.stringify({
     jsonrpc: '2.0',
