@@ -49,7 +49,6 @@ struct call_result {
   bool packages_missing;   /* ... because the session no longer had them (none were fetched) */
   bool sandbox_lost;       /* the sandbox stopped during the call */
   bool memory_exceeded;    /* ... because the sandbox's memory backstop was hit */
-  bool state_lost;         /* the sandbox hibernated and could not be restored: a new one ran the call */
   bool restored;           /* the sandbox was restored from its hibernation image for this call */
   bool egress_limited;     /* an egress limit ended or refused a connection ... */
   char egress_limit[32];   /* ... this one (bytes_out, bytes_in, connections, connection_time) */
@@ -59,7 +58,9 @@ struct call_result {
   int timeout_s;                 /* the limit the call ran with */
   uint64_t files_bytes;          /* output file bytes returned with it */
   bool persistent;               /* it ran in the persistent interpreter ... */
-  bool state_lost;               /* ... whose state was lost (killed, out of memory, the sandbox restarted) */
+  bool state_lost;               /* what lived in memory is gone: its interpreter's state (killed, out of memory,
+                                    the sandbox restarted), or the sandbox's, which hibernated and could not be
+                                    restored (a new one ran the call) */
   char *value;                   /* a persistent cell's value (its repr), at most VALUE_MAX bytes, or NULL */
   char refused[32];              /* the executor's reason not to run the call ("interpreter-busy"), or "" */
   char run[SESSION_ID_MAX + 24]; /* a background start: the run's id */

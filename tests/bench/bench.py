@@ -64,6 +64,20 @@ NUMPY_CODE = (
     "print(int(df.groupby('b')['a'].sum().sum()))\n"
 )
 NUMPY_OUT = "499500\n"
+# Phase F's call: a persistent cell that uses the DataFrame an earlier cell
+# left in the interpreter, or builds it (importing numpy and pandas) when
+# the interpreter is new; it prints which.
+KEPT_CODE = (
+    "try:\n"
+    "    df\n"
+    "    how = 'kept'\n"
+    "except NameError:\n"
+    "    import numpy, pandas\n"
+    "    df = pandas.DataFrame({'a': numpy.arange(100000), 'b': numpy.arange(100000) % 7})\n"
+    "    how = 'built'\n"
+    "print(how, int(df.groupby('b')['a'].sum().sum()))\n"
+)
+KEPT_OUT = {"kept": "kept 4999950000\n", "built": "built 4999950000\n"}
 # Between an agent's calls there is the model's turn: a timed call finds its
 # session idle for at least this long (the executor prepares the next call's
 # child after answering).  Back-to-back calls are measured too (info).
@@ -201,8 +215,9 @@ class Client:
             raise BenchError("notifications/initialized: HTTP %d" % st)
         return sid
 
-    def call(self, sid, code, sse=False, expect=None, tool="execute_python"):
-        st, _, data = self.rpc("tools/call", {"name": tool, "arguments": {"code": code}}, sid,
+    def call(self, sid, code, sse=False, expect=None, tool="execute_python", persistent=False):
+        args = {"code": code, "persistent": True} if persistent else {"code": code}
+        st, _, data = self.rpc("tools/call", {"name": tool, "arguments": args}, sid,
                                accept=ACCEPT_BOTH if sse else "application/json")
         if st != 200:
             raise BenchError("tools/call: HTTP %d: %s" % (st, data[:300].decode(errors="replace")))
@@ -699,7 +714,8 @@ class Bench:
             self.make_warm_sessions()
         self.last_call[self.warm_sid] = time.monotonic()
 
-    def timed_call(self, sid, code, expect, sse=False, idle=True, tool="execute_python", modern=False, client=None):
+    def timed_call(self, sid, code, expect, sse=False, idle=True, tool="execute_python", modern=False, client=None,
+                   persistent=False):
         """One timed tools/call; with idle, first wait (untimed) until the
         session has been idle for IDLE_GAP_S.  modern: the same sandbox
         through a 2026-07-28 request (the session id is its handle).
@@ -713,7 +729,7 @@ class Bench:
         try:
             if modern:
                 return timed(lambda: c.call_modern(sid, code, sse=sse, expect=expect))
-            return timed(lambda: c.call(sid, code, sse=sse, expect=expect, tool=tool))
+            return timed(lambda: c.call(sid, code, sse=sse, expect=expect, tool=tool, persistent=persistent))
         finally:
             self.last_call[sid] = time.monotonic()
 
@@ -1264,7 +1280,7 @@ class Bench:
     # -- F: hibernation (hibernation.py)
 
     def phase_hibernate(self):
-        Hibernation(self, NUMPY_CODE, NUMPY_OUT).run()
+        Hibernation(self, KEPT_CODE, KEPT_OUT).run()
 
     # -- run
 
@@ -1503,15 +1519,16 @@ def report(b, started, path):
 
 
 def report_hibernation(h, line, lat, verdict, ratio_str, div, m):
-    """Target 8: the first call after a hibernation (with numpy and pandas
-    alive in the sandbox) against the same call after a cold boot; memory
-    and disk per hibernated session."""
-    line("8. hibernation, %s sessions with numpy+pandas" % (h["sessions"] if h else "-"))
+    """Target 8: the first call after a hibernation (a DataFrame, numpy and
+    pandas alive in the persistent interpreter) against the same cell after
+    a cold boot (which builds them again); memory and disk per hibernated
+    session."""
+    line("8. hibernation, %s sessions, a DataFrame in the interpreter" % (h["sessions"] if h else "-"))
     lat("hib_restore", "  first call after hibernating (restore)")
     r = div(m("hib_restore"), m("hib_cold"))
     line("  vs a cold boot + the same call", "", "", ratio_str(r, "cold"), "<= 0.5x cold",
          verdict(8, "restore_vs_cold", r, "<=", 0.5, "restore + call / new sandbox + the same call"))
-    lat("hib_cold", "  the same call, new sandbox (baseline)")
+    lat("hib_cold", "  the same cell, new sandbox (baseline)")
     r = div(m("hib_restore"), m("numpy"))
     line("  vs the warm call of target 3 (info)", "", "", ratio_str(r, "warm"))
     if not h:

@@ -5,8 +5,9 @@ The phases before it run with hibernate_after 0 (never), so that idle
 sessions stay what phase E measures.  This one restarts the service with a
 short hibernate_after (scripts/bench gives the command), then:
 
-  - N sessions import numpy and pandas and build a DataFrame (the executor
-    keeps both modules loaded: the sandbox has them alive in memory);
+  - N sessions build a DataFrame with numpy and pandas in their persistent
+    Python interpreter (persistent: true; the DataFrame, numpy and pandas
+    stay alive in the sandbox's memory);
   - their memory is measured live (PSS of each session's supervisor, runsc
     sandbox, gofer and stubs; MemAvailable), then once they all hibernated
     (the same, and each image's bytes on disk, apparent and allocated);
@@ -16,8 +17,10 @@ short hibernate_after (scripts/bench gives the command), then:
     either restoring from its image ("restore") or, with the image removed
     first, booting a new sandbox that imports numpy and pandas again
     ("cold": what the call would cost had the idle sandbox been stopped
-    instead).  Each session gives both kinds, in a shuffled order.  The
-    call is the same numpy+pandas computation as target 3.
+    instead: the persistent cell finds no DataFrame and builds it again,
+    numpy and pandas imported anew).  Each session gives both kinds, in a
+    shuffled order.  The cell prints whether it found the DataFrame
+    ("kept") or built it: a restore must find it, a cold boot cannot.
 
 Each restore is checked in the audit log (a `restored` event of that
 session after the call) and each result has state_lost false; a cold one
@@ -101,6 +104,8 @@ def audit_events(state, sid):
 
 class Hibernation:
     def __init__(self, b, code, expect):
+        """code: a persistent cell; expect: its stdout by how it found the
+        interpreter ({"kept": ..., "built": ...})."""
         self.b = b
         self.code = code
         self.expect = expect
@@ -149,7 +154,8 @@ class Hibernation:
         events = len(audit_events(self.b.svc.state, sid))
         if kind == "cold":
             subprocess.run(["rm", "-rf", "--one-file-system", os.path.join(self.dir(sid), "hibernated")], check=True)
-        t, sc = self.b.timed_call(sid, self.code, self.expect, idle=False)
+        want = self.expect["kept" if kind == "restore" else "built"]
+        t, sc = self.b.timed_call(sid, self.code, want, idle=False, persistent=True)
         new = audit_events(self.b.svc.state, sid)[events:]
         if sc.get("state_lost") or ("restored" in new) != (kind == "restore"):
             raise RuntimeError("%s call of %s: state_lost %s, audit events %s" % (kind, sid, sc.get("state_lost"), new))
@@ -165,14 +171,14 @@ class Hibernation:
             sid = b.c.initialize()
             b.sessions.add(sid)
             self.sids.append(sid)
-            for _ in range(2):
-                b.c.call(sid, self.code, expect=self.expect)
+            b.c.call(sid, self.code, expect=self.expect["built"], persistent=True)
+            b.c.call(sid, self.code, expect=self.expect["kept"], persistent=True)
         # One more call each in quick succession, each session measured
         # right after it: all of them alive (idle for less than
         # hibernate_after), MemAvailable taken once they all are.
         pss = []
         for sid in self.sids:
-            b.c.call(sid, self.code, expect=self.expect)
+            b.c.call(sid, self.code, expect=self.expect["kept"], persistent=True)
             pss.append(b.pss_kib(session_pids(self.dir(sid))))
         live = self.memory(pss)
         timeout = HIBERNATE_AFTER + 60.0 + 10 * n

@@ -9,7 +9,8 @@
 // run-test-hibernate/ with 2 s) and root on its host with MCP_STATE_DIR: it
 // measures the session's processes and memory, corrupts images and reads
 // the audit log. In-memory state is what the executor really keeps: the
-// modules an earlier call imported (lib/hibernation.mjs).
+// modules an earlier call imported (lib/hibernation.mjs), and the variables
+// and objects of the persistent interpreters of both languages.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -96,6 +97,59 @@ test('an idle sandbox hibernates: its memory is released (measured on the host) 
   await s.del();
 });
 
+/** tools/call of any tool; the CallToolResult's structuredContent (asserted a success). */
+async function okTool(s, name, args) {
+  const r = await s.rpc('tools/call', { name, arguments: args });
+  assert.equal(r.status, 200, `tools/call ${name}: HTTP ${r.status} ${r.body}`);
+  const result = r.json?.result;
+  assert.ok(result && !result.isError, `${name} failed: ${show(r.json)}`);
+  return result.structuredContent;
+}
+const py = (s, code) => okTool(s, 'execute_python', { code, persistent: true });
+const js = (s, code) => okTool(s, 'execute_javascript', { code, persistent: true });
+
+test('persistent interpreters of both languages live through a hibernation: the counters, a DataFrame, state_lost false', opts, async () => {
+  const s = new RawSession({ name: 'hibernate-persistent' });
+  assert.equal((await s.init()).status, 200);
+  await py(s, "import numpy, pandas\ndf = pandas.DataFrame({'a': numpy.arange(1000), 'b': numpy.arange(1000) % 7})\nx = 1");
+  await js(s, 'let counter = 1;');
+  const img = await hibernated(s);
+  assert.ok(img.bytes > 1 << 20, `an image on disk: ${img.bytes} bytes`);
+  const x = await py(s, 'x += 1\nx');
+  assert.equal(x.value, '2', `the Python counter: ${show(x)}`);
+  assert.equal(x.state_lost, false);
+  assert.equal((await py(s, "int(df.groupby('b')['a'].sum().sum())")).value, '499500', 'the DataFrame is still there');
+  const c = await js(s, 'counter += 1; counter');
+  assert.equal(c.value, '2', `the JavaScript counter: ${show(c)}`);
+  assert.equal(c.state_lost, false);
+  assert.ok(auditOf(s.sid).some((l) => l.event === 'restored'), 'the sandbox was restored, not booted');
+  // And again: the restored interpreters hibernate and come back once more.
+  await hibernated(s);
+  assert.equal((await py(s, 'x += 1\nx')).value, '3', 'a second hibernation keeps it too');
+  await s.del();
+});
+
+test('a sandbox with a background run does not hibernate while it runs; its idle time counts from the run\'s end', opts, async () => {
+  const s = new RawSession({ name: 'hibernate-run' });
+  assert.equal((await s.init()).status, 200);
+  const hold = cfg.hibernate_after * 2 + 4;
+  const started = await okTool(s, 'execute_python', { code: `import time\ntime.sleep(${hold})\nprint('ran')`, background: true });
+  assert.equal(started.status, 'running', show(started));
+  const dir = sessionDir(s.sid);
+  const end = Date.now() + hold * 1000 - 500;
+  while (Date.now() < end) {
+    for (const n of ['hibernate.new', 'hibernated'])
+      assert.ok(!fs.existsSync(path.join(dir, n)), `no ${n} while the run is active`);
+    await sleep(100);
+  }
+  const done = await okTool(s, 'get_run', { run: started.run, wait_seconds: 30 });
+  assert.equal(done.status, 'finished', show(done));
+  assert.equal(done.stdout, 'ran\n');
+  await hibernated(s); // once the run ended it may
+  assert.equal((await okTool(s, 'execute_python', { code: 'print(1)' })).stdout, '1\n');
+  await s.del();
+});
+
 for (const damage of ['flipped bytes', 'truncated']) {
   test(`a checkpoint with ${damage} gives state_lost with the files kept, never a crash or a hang`, opts, async () => {
     const before = await scrapeMetrics();
@@ -135,6 +189,27 @@ for (const damage of ['flipped bytes', 'truncated']) {
     await s.del();
   });
 }
+
+test('a corrupted checkpoint under a persistent interpreter: the next persistent call says state_lost, a new interpreter runs it', opts, async () => {
+  const s = new RawSession({ name: 'hibernate-persistent-lost' });
+  assert.equal((await s.init()).status, 200);
+  await py(s, "x = 41\nopen('kept.txt', 'w').write('still here')");
+  const img = await hibernated(s);
+  const file = path.join(img.dir, 'checkpoint.img');
+  fs.truncateSync(file, Math.floor(fs.statSync(file).size / 2));
+  const r = await s.run("print(open('kept.txt').read(), 'x' in globals())\nx = 1\nx", { persistent: true });
+  assert.equal(r.status, 200, r.body);
+  const sc = r.result.structuredContent;
+  assert.equal(r.result.isError, false, show(r.result));
+  assert.equal(sc.stdout, 'still here False\n', 'a new interpreter, the same /work');
+  assert.equal(sc.state_lost, true, `state_lost: ${show(sc)}`);
+  assert.equal(sc.value, '1');
+  assert.match(resultText(r.result), /state \(variables, imports\) is lost/, 'the sentence of a persistent call');
+  const next = await py(s, 'x += 1\nx');
+  assert.equal(next.value, '2', 'the new interpreter keeps its own state');
+  assert.equal(next.state_lost, false, 'said once');
+  await s.del();
+});
 
 test('a busy sandbox is never checkpointed, and calls in a row keep it awake', opts, async () => {
   const { s, secret } = await loaded('hibernate-busy');
