@@ -54,6 +54,14 @@ int64_t cell_calls_in_flight(void) {
 
 void cell_forwarded(void) { METRIC_INC(forwarded); }
 
+int cell_health(const struct mcp_config *cfg, const char **reason) {
+  if (cell_draining()) {
+    *reason = "draining: this cell takes no new work and stops once its running calls end";
+    return -1;
+  }
+  return metrics_health(cfg, reason);
+}
+
 int cell_drain_seconds(const struct mcp_config *cfg) {
   return cfg->drain_timeout > 0 ? cfg->drain_timeout : cfg->timeout_max + 10;
 }

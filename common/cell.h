@@ -43,6 +43,8 @@ int64_t cell_calls_in_flight(void);
 /* A request went to the cell that owns it (forward.c). */
 void cell_forwarded(void);
 /* The seconds a drain may last: drain_timeout, or timeout_max + 10. */
+/* metrics_health(), after the cell's own rule: a draining cell is not healthy. */
+int cell_health(const struct mcp_config *cfg, const char **reason);
 int cell_drain_seconds(const struct mcp_config *cfg);
 /* Prometheus lines of the cell (its name, draining, calls in flight,
  * forwarded requests), appended to b. */

@@ -2,8 +2,6 @@
 
 #include "common/metrics.h"
 
-#include "common/cell.h"
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -189,10 +187,6 @@ int64_t metrics_disk_free(const struct mcp_config *cfg) {
 }
 
 int metrics_health(const struct mcp_config *cfg, const char **reason) {
-  if (cell_draining()) {
-    *reason = "draining: this cell takes no new work and stops once its running calls end";
-    return -1;
-  }
   if (shm == NULL) {
     *reason = "the service counters are not available";
     return -1;
@@ -341,6 +335,5 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
   for (int i = 0; i < REJECT_N; i++)
     metrics_line(b, "mcp_requests_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
                  (unsigned long long)get(&shm->rejected[i]));
-  cell_metrics_render(cfg, b, live);
   return 0;
 }

@@ -9,7 +9,6 @@
 #include "config.h"
 
 #include "fcgi/keeper.h"
-#include "fcgi/runs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -93,9 +92,9 @@ static void expire_session(struct store *st, int parent, const char *name, void 
   if (wall_ms() - last <= idle_ms)
     return;
   /* A background run keeps it alive too, and it expires idle_timeout
-   * after its runs last started or ended (fcgi/runs.h). */
+   * after its runs last started or ended (fcgi/session.h). */
   int64_t run_last = 0;
-  if (runs_active_in(dfd, &run_last) || wall_ms() - run_last <= idle_ms)
+  if (session_runs_active(dfd, &run_last) || wall_ms() - run_last <= idle_ms)
     return;
   /* A call in progress keeps the session alive. */
   cleanup_close int lock = openat(dfd, CALL_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW);

@@ -493,12 +493,13 @@ static int serve_endpoint(struct mcp_ctx *ctx, const struct http_request *req, s
     cleanup_buf struct buf b = {0};
     if (metrics_render(ctx->cfg, &b) < 0)
       return http_send(sink, 503, "text/plain", NULL, "counters unavailable\n", 21);
+    cell_metrics_render(ctx->cfg, &b, metrics_live_sessions(ctx->cfg));
     return http_send(sink, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b.data ? b.data : "", b.len);
   }
   if (strcmp(req->endpoint, "cell") == 0) {
     /* The metrics listener's /cell, for a router: name, load, state. */
     const char *reason = "ok";
-    bool healthy = metrics_health(ctx->cfg, &reason) == 0;
+    bool healthy = cell_health(ctx->cfg, &reason) == 0;
     char body[256];
     cell_status_json(ctx->cfg, metrics_live_sessions(ctx->cfg), healthy, body, sizeof(body));
     return http_send(sink, 200, "application/json", NULL, body, strlen(body));
@@ -506,7 +507,7 @@ static int serve_endpoint(struct mcp_ctx *ctx, const struct http_request *req, s
   if (strcmp(req->endpoint, "healthz") == 0) {
     const char *reason = "the state folder's disk is below disk_floor (counting what the workspaces may still take): "
                          "no new sessions";
-    int r = session_disk_low(ctx->store, NULL, NULL) ? -1 : metrics_health(ctx->cfg, &reason);
+    int r = session_disk_low(ctx->store, NULL, NULL) ? -1 : cell_health(ctx->cfg, &reason);
     char body[256];
     int n =
         snprintf(body, sizeof(body), "{\"status\":\"%s\",\"reason\":\"%s\"}\n", r == 0 ? "ok" : "unavailable", reason);

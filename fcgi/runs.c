@@ -179,38 +179,3 @@ int run_cancel(const struct mcp_config *cfg, struct run *r, mcp_error_t *err) {
   int w = frame_write(fd, FRAME_RUN_CANCEL, r->name, strlen(r->name));
   return w < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, -w, "send the cancel of run %s", r->name) : 0;
 }
-
-static void note_time(int dirfd, const char *name, int64_t *last_ms) {
-  struct stat st;
-  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-    return;
-  int64_t t = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-  if (t > *last_ms)
-    *last_ms = t;
-}
-
-bool runs_active_in(int session_dirfd, int64_t *last_ms) {
-  *last_ms = 0;
-  int fd = openat(session_dirfd, RUNS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return false;
-  cleanup_dir DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return false;
-  }
-  bool active = false;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] != 'r')
-      continue;
-    cleanup_close int rfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (rfd < 0)
-      continue;
-    note_time(rfd, RUN_RECORD, last_ms);
-    note_time(rfd, RUN_DONE_FILE, last_ms);
-    cleanup_close int lfd = openat(rfd, RUN_LOCK, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    active |= lfd >= 0 && lock_held_elsewhere(lfd);
-  }
-  return active;
-}

@@ -72,8 +72,5 @@ int run_output(struct run *r, bool stderr_stream, uint64_t offset, size_t max, s
  * that has ended already is left as it is. */
 int run_cancel(const struct mcp_config *cfg, struct run *r, mcp_error_t *err);
 const char *run_status_name(enum run_status status);
-/* The keeper: whether a run of the session is active, and (*last_ms, wall
- * clock) when its runs last started or ended. */
-bool runs_active_in(int session_dirfd, int64_t *last_ms);
 
 #endif

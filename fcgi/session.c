@@ -18,7 +18,7 @@
 #include "common/policy.h"
 #include "common/util.h"
 #include "fcgi/pkgtools.h"
-#include "fcgi/runs.h"
+#include "sandbox/background.h"
 #include "sandbox/workspace.h"
 
 static int open_dir_at(int dirfd, const char *name, mcp_error_t *err) {
@@ -375,6 +375,41 @@ fail:
 }
 
 /* True when a responder holds the session's call.lock. */
+static void note_time(int dirfd, const char *name, int64_t *last_ms) {
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return;
+  int64_t t = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+  if (t > *last_ms)
+    *last_ms = t;
+}
+
+bool session_runs_active(int session_dirfd, int64_t *last_ms) {
+  *last_ms = 0;
+  int fd = openat(session_dirfd, RUNS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  cleanup_dir DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return false;
+  }
+  bool active = false;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] != 'r')
+      continue;
+    cleanup_close int rfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rfd < 0)
+      continue;
+    note_time(rfd, RUN_RECORD, last_ms);
+    note_time(rfd, RUN_DONE_FILE, last_ms);
+    cleanup_close int lfd = openat(rfd, RUN_LOCK, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    active |= lfd >= 0 && lock_held_elsewhere(lfd);
+  }
+  return active;
+}
+
 static bool call_running(int dirfd) {
   cleanup_close int fd = openat(dirfd, CALL_LOCK, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   return fd >= 0 && lock_held_elsewhere(fd);
@@ -405,8 +440,8 @@ int session_open(struct store *st, const char *id, const char *token_id, struct 
   /* A call in progress keeps the session alive, as for the keeper: its
    * other requests (ping, notifications/cancelled) must still find it. */
   int64_t idle_ms = (int64_t)st->cfg->idle_timeout * 1000 + TOUCH_EVERY_MS, run_last = 0;
-  if (wall_ms() - out->last_used_ms > idle_ms && !call_running(out->dirfd) && !runs_active_in(out->dirfd, &run_last) &&
-      wall_ms() - run_last > idle_ms) {
+  if (wall_ms() - out->last_used_ms > idle_ms && !call_running(out->dirfd) &&
+      !session_runs_active(out->dirfd, &run_last) && wall_ms() - run_last > idle_ms) {
     session_close(out);
     return mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "session %s: expired", id);
   }

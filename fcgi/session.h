@@ -98,4 +98,9 @@ int slot_publish(struct store *st, const char *id, mcp_error_t *err);
 /* Remove trash/<name> after stopping its supervisor. */
 int trash_remove(struct store *st, const char *name, mcp_error_t *err);
 
+/* Whether a background run of the session in that folder is active, and
+ * (*last_ms, wall clock) when its runs last started or ended (the keeper's
+ * expiry and session_open's own). */
+bool session_runs_active(int session_dirfd, int64_t *last_ms);
+
 #endif

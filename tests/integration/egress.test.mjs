@@ -190,6 +190,31 @@ fetch(${JSON.stringify(url)}).then((r) => r.text().then((b) => console.log(r.sta
   assert.equal(c.sc.stdout, `200 hello from ${CRED_HOST}:${SP}/js-cred credential=yes\n`, show(c.sc));
 });
 
+test('curl and git over HTTPS go through the relay; curl to a name not allowed gets the 403', opts, async () => {
+  const s = await open('tools', TOKEN_A);
+  const r = await call(
+    s,
+    `import os, subprocess
+def run(*argv):
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=40, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+    print(argv[0], p.returncode, p.stdout.strip()[:200], "|", p.stderr.strip()[:300])
+run("curl", "-sS", "--max-time", "20", "--cacert", "test-ca.pem", "https://allowed.egress.test:${SP}/curl")
+run("curl", "-sS", "--max-time", "20", "--cacert", "test-ca.pem", "https://other.egress.test:${SP}/curl")
+run("git", "-c", "http.sslCAInfo=test-ca.pem", "ls-remote", "https://allowed.egress.test:${SP}/repo.git")`,
+    { files: caFile },
+  );
+  const [ok, denied, git] = r.sc.stdout.trim().split('\n');
+  assert.equal(ok, `curl 0 hello from allowed.egress.test:${SP}/curl credential=no |`, show(r.sc));
+  assert.match(denied, /^curl [1-9]\d* .*\| curl: \(56\) .*403/, `curl to a name not allowed: ${denied}`);
+  // The server is no git repository: git fails, but only after its
+  // smart-HTTP request came through the proxy to the allowed host.
+  assert.match(git, /^git [1-9]/, git);
+  assert.ok(
+    seen.some((x) => x.host === `allowed.egress.test:${SP}` && x.path === '/repo.git/info/refs?service=git-upload-pack'),
+    `git's request reached the allowed host: ${show(seen.slice(-5))}`,
+  );
+});
+
 test('denied: a name not allowed, an IP literal, a name resolving to a denied network; fast, with a reason', opts, async (t) => {
   const s = await open('denied', TOKEN_A);
   for (const [what, url, pat] of [
