@@ -40,6 +40,7 @@
 #include "fcgi/pkgtools.h"
 #include "fcgi/responder.h"
 #include "fcgi/session.h"
+#include "sandbox/backend.h"
 #include "sandbox/bundle.h"
 #include "sandbox/cgroups.h"
 
@@ -148,6 +149,11 @@ static int prepare(struct master *m) {
   }
   if (metrics_create(&m->cfg, &err) < 0) {
     fprintf(stderr, "mcp-server: cannot create the counters: %s\n", err->msg);
+    mcp_error_release(&err);
+    return -1;
+  }
+  if (strcmp(m->cfg.backend, "runsc") == 0 && runsc_forget_stale(&m->cfg, &err) < 0) {
+    fprintf(stderr, "mcp-server: cannot check the runsc state of earlier runs: %s\n", err->msg);
     mcp_error_release(&err);
     return -1;
   }

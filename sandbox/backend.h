@@ -68,5 +68,14 @@ void runsc_set_reaper(bool on);
 pid_t runsc_sandbox_pid(const struct mcp_config *cfg, const char *container_id);
 /* Remove a container left behind, whatever its state. */
 int runsc_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err);
+/* At the service's start, before any supervisor or keeper: runsc's state
+ * (<state>/runsc) of an earlier boot or an earlier PID namespace (the
+ * container of a cell that was killed and started again) names PIDs that
+ * are other processes' now, which `runsc kill` and `delete` would signal.
+ * None of those sandboxes can still run: their state is removed without a
+ * signal.  <state>/RUNSC_INCARNATION says which boot and namespace wrote
+ * the state. */
+#define RUNSC_INCARNATION "runsc.incarnation"
+int runsc_forget_stale(const struct mcp_config *cfg, mcp_error_t *err);
 
 #endif

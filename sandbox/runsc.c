@@ -6,6 +6,7 @@
 #include "sandbox/bundle.h"
 #include "sandbox/cgroups.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -100,6 +101,65 @@ int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err
     return mcp_fail(err, MCP_ERR_INTERNAL, 0, "runsc delete %s exited with %d", cid, status_to_exit_code(st));
   /* runsc leaves the cgroups of a sandbox whose create failed. */
   return cgroups_remove(cfg, cid, err);
+}
+
+/* Which boot and which PID namespace this is: "<boot id> <pid ns inode>". */
+static int incarnation(char *out, size_t size, mcp_error_t *err) {
+  /* A /proc file says st_size 0: read what there is. */
+  cleanup_close int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open /proc/sys/kernel/random/boot_id");
+  char boot[64];
+  ssize_t len = read_some(fd, boot, sizeof(boot) - 1);
+  if (len <= 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, len < 0 ? (int)-len : EPROTO, "read /proc/sys/kernel/random/boot_id");
+  while (len > 0 && (boot[len - 1] == '\n' || boot[len - 1] == ' '))
+    len--;
+  boot[len] = '\0';
+  struct stat ns;
+  if (stat("/proc/self/ns/pid", &ns) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "stat /proc/self/ns/pid");
+  snprintf(out, size, "%s %llu", boot, (unsigned long long)ns.st_ino);
+  return 0;
+}
+
+int runsc_forget_stale(const struct mcp_config *cfg, mcp_error_t *err) {
+  char root[PATH_MAX], mark[PATH_MAX], now[128];
+  if (config_path(cfg, root, sizeof(root), "runsc") < 0 || config_path(cfg, mark, sizeof(mark), RUNSC_INCARNATION) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, ENAMETOOLONG, "the runsc state folder's path");
+  if (incarnation(now, sizeof(now), err) < 0)
+    return -1;
+  cleanup_free char *was = NULL;
+  mcp_error_t missing = NULL;
+  bool known = read_file_at(AT_FDCWD, mark, sizeof(now), &was, NULL, &missing) == 0;
+  mcp_error_release(&missing);
+  if (known && strcmp(was, now) != 0) {
+    cleanup_dir DIR *d = opendir(root);
+    int removed = 0;
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+      if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+        continue;
+      mcp_error_t e = NULL;
+      if (remove_tree_at(dirfd(d), de->d_name, &e) < 0)
+        mcp_error_log_release(&e, "mcp-server: stale runsc state");
+      else
+        removed++;
+    }
+    if (removed > 0)
+      fprintf(stderr,
+              "mcp-server: removed %d entries of runsc state from an earlier boot or container (%s, now %s) without "
+              "signalling the processes they name: those sandboxes are gone, and their PIDs are other processes' now\n",
+              removed, was, now);
+  }
+  /* A state folder without the file (made before it existed): its
+   * containers are reaped as before, and the next start knows. */
+  int dfd = open(cfg->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", cfg->state_dir);
+  int r = write_file_atomic(dfd, RUNSC_INCARNATION, now, strlen(now), 0600, err);
+  close(dfd);
+  return r;
 }
 
 static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_error_t *err) {

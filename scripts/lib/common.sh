@@ -381,7 +381,19 @@ endpoint_url() {
   printf '%s://%s:%s/mcp' "$scheme" "$MCP_HOST" "$MCP_PORT"
 }
 
-pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null; }
+# Whether the process a PID file names runs.  A PID file of an earlier boot
+# or an earlier container (a cell killed and started again keeps its state
+# folder) names a PID that may be another process's now: only a process
+# that started before the file was written (2 s of slack) is its own.
+pid_alive() {
+  local pid stat start btime mtime
+  [ -s "$1" ] && pid="$(cat "$1" 2>/dev/null)" && [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || return 1
+  start="$(printf '%s' "${stat##*) }" | awk '{print $20}')"
+  btime="$(awk '$1 == "btime" {print $2}' /proc/stat)"
+  mtime="$(stat -c %Y "$1" 2>/dev/null)" || return 1
+  [ $((btime + start / $(getconf CLK_TCK))) -le $((mtime + 2)) ]
+}
 
 start_server() {
   local rt pidf="$MCP_STATE_DIR/mcp-server.pid"

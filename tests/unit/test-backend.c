@@ -254,6 +254,52 @@ static void direct_tests(void) {
   stop(&sb);
 }
 
+static bool exists_in(const char *dir, const char *name) {
+  char path[1400];
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  return access(path, F_OK) == 0;
+}
+
+/* runsc_forget_stale: the runsc state of an earlier boot or PID namespace
+ * goes without a signal; the state of this one stays. */
+static void stale_state_tests(void) {
+  struct mcp_config c;
+  config_defaults(&c);
+  char state[1200], root[1300], mark[1300];
+  snprintf(state, sizeof(state), "%s/state", tmp);
+  snprintf(root, sizeof(root), "%s/runsc", state);
+  snprintf(mark, sizeof(mark), "%s/" RUNSC_INCARNATION, state);
+  snprintf(c.state_dir, sizeof(c.state_dir), "%s", state);
+  mkdir(state, 0700);
+  mkdir(root, 0700);
+  const char *st = "mcp" SANDBOX_ID "_sandbox:mcp" SANDBOX_ID ".state";
+  char path[1400];
+  snprintf(path, sizeof(path), "%s/%s", root, st);
+  /* The state names a PID: ours.  Had it been signalled, this test would die. */
+  char text[64];
+  snprintf(text, sizeof(text), "{\"sandbox\":{\"pid\":%d}}", (int)getpid());
+  mcp_error_t err = NULL;
+  int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ok(write_file_atomic(rfd, st, text, strlen(text), 0600, &err) == 0, "a container's state file");
+  ok(runsc_forget_stale(&c, &err) == 0, "no incarnation file yet: ok");
+  ok(exists_in(root, st), "without one, the state stays (reaped as before)");
+  ok(access(mark, F_OK) == 0, "and the incarnation is written");
+  ok(runsc_forget_stale(&c, &err) == 0 && exists_in(root, st), "the same boot and namespace: the state stays");
+  int sfd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ok(write_file_atomic(sfd, RUNSC_INCARNATION, "another-boot 4026531836", 23, 0600, &err) == 0,
+     "an earlier boot or container wrote the state");
+  ok(mkdirat(rfd, "mcp" SANDBOX_ID, 0700) == 0, "and a folder of runsc's");
+  ok(runsc_forget_stale(&c, &err) == 0, "forgotten: ok");
+  ok(!exists_in(root, st) && !exists_in(root, "mcp" SANDBOX_ID), "its state is gone, and nothing was signalled");
+  cleanup_free char *now = NULL;
+  int r = read_file_at(sfd, RUNSC_INCARNATION, 128, &now, NULL, &err);
+  ok(r == 0 && strcmp(now, "another-boot 4026531836") != 0, "the incarnation is this one's now: %s",
+     r == 0 ? now : "?");
+  close(rfd);
+  close(sfd);
+  mcp_error_release(&err);
+}
+
 int main(void) {
   if (access("/usr/bin/python3", X_OK) < 0)
     skip_all("/usr/bin/python3, which the direct backend runs, is not installed");
@@ -276,6 +322,7 @@ int main(void) {
 
   ops_tests();
   direct_tests();
+  stale_state_tests();
 
   mcp_error_t err = NULL;
   int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
