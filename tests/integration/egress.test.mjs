@@ -196,14 +196,17 @@ test('curl and git over HTTPS go through the relay; curl to a name not allowed g
     s,
     `import os, subprocess
 def run(*argv):
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=40, env=dict(os.environ, GIT_TERMINAL_PROMPT="0"))
+    # GIT_SSL_CAINFO: the call's variables name the deployment's bundle, which
+    # git prefers to its -c options; the test servers' CA is the call's file.
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_SSL_CAINFO="test-ca.pem")
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=40, env=env)
     print(argv[0], p.returncode, p.stdout.strip()[:200], "|", p.stderr.strip()[:300])
 run("curl", "-sS", "--max-time", "20", "--cacert", "test-ca.pem", "https://allowed.egress.test:${SP}/curl")
 run("curl", "-sS", "--max-time", "20", "--cacert", "test-ca.pem", "https://other.egress.test:${SP}/curl")
-run("git", "-c", "http.sslCAInfo=test-ca.pem", "ls-remote", "https://allowed.egress.test:${SP}/repo.git")`,
+run("git", "ls-remote", "https://allowed.egress.test:${SP}/repo.git")`,
     { files: caFile },
   );
-  const [ok, denied, git] = r.sc.stdout.trim().split('\n');
+  const [ok, denied, git] = r.sc.stdout.trim().split('\n').map((l) => l.trimEnd());
   assert.equal(ok, `curl 0 hello from allowed.egress.test:${SP}/curl credential=no |`, show(r.sc));
   assert.match(denied, /^curl [1-9]\d* .*\| curl: \(56\) .*403/, `curl to a name not allowed: ${denied}`);
   // The server is no git repository: git fails, but only after its
