@@ -74,7 +74,7 @@ int runsc_remove(const struct mcp_config *cfg, const char *container_id, mcp_err
  * are other processes' now, which `runsc kill` and `delete` would signal.
  * None of those sandboxes can still run: their state is removed without a
  * signal.  <state>/RUNSC_INCARNATION says which boot and namespace wrote
- * the state. */
+ * the state (the boot id, the namespace's inode and its PID 1's start). */
 #define RUNSC_INCARNATION "runsc.incarnation"
 int runsc_forget_stale(const struct mcp_config *cfg, mcp_error_t *err);
 

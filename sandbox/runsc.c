@@ -103,7 +103,8 @@ int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err
   return cgroups_remove(cfg, cid, err);
 }
 
-/* Which boot and which PID namespace this is: "<boot id> <pid ns inode>". */
+/* Which boot and which PID namespace this is:
+ * "<boot id> <pid ns inode> <start time of its PID 1>". */
 static int incarnation(char *out, size_t size, mcp_error_t *err) {
   /* A /proc file says st_size 0: read what there is. */
   cleanup_close int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
@@ -119,7 +120,22 @@ static int incarnation(char *out, size_t size, mcp_error_t *err) {
   struct stat ns;
   if (stat("/proc/self/ns/pid", &ns) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "stat /proc/self/ns/pid");
-  snprintf(out, size, "%s %llu", boot, (unsigned long long)ns.st_ino);
+  /* The kernel hands a freed namespace's inode number to the next one (a
+   * container started again often gets the same): the start time of the
+   * namespace's PID 1 tells them apart. */
+  cleanup_close int sfd = open("/proc/1/stat", O_RDONLY | O_CLOEXEC);
+  char st[1024];
+  ssize_t n = sfd < 0 ? -errno : read_some(sfd, st, sizeof(st) - 1);
+  if (n <= 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, n < 0 ? (int)-n : EPROTO, "read /proc/1/stat");
+  st[n] = '\0';
+  /* After "pid (comm) ", the start time is the 20th field (22nd of stat). */
+  const char *p = strrchr(st, ')');
+  unsigned long long started = 0;
+  if (p == NULL ||
+      sscanf(p + 2, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &started) != 1)
+    return mcp_fail(err, MCP_ERR_INTERNAL, EPROTO, "/proc/1/stat: no start time");
+  snprintf(out, size, "%s %llu %llu", boot, (unsigned long long)ns.st_ino, started);
   return 0;
 }
 
