@@ -58,6 +58,21 @@ ssize_t read_some(int fd, void *buf, size_t len) {
   }
 }
 
+ssize_t read_kernel_file(const char *path, char *buf, size_t size) {
+  cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  ssize_t n = read_some(fd, buf, size - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  return n;
+}
+
+void json_members_add(char *buf, size_t size, const char *member) {
+  size_t n = strlen(buf);
+  if (n + strlen(member) + 2 <= size)
+    snprintf(buf + n, size - n, "%s%s", n > 0 ? "," : "", member);
+}
+
 int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *out_len, mcp_error_t *err) {
   cleanup_close int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0)

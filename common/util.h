@@ -65,6 +65,14 @@ int write_all(int fd, const void *buf, size_t len);
 /* Read up to len bytes, retrying on EINTR; returns bytes read (0 at EOF) or -errno. */
 ssize_t read_some(int fd, void *buf, size_t len);
 
+/* A kernel interface file (/proc, cgroupfs: st_size says 0) into buf,
+ * NUL-terminated: its length (what one read gave, at most size - 1), or
+ * -errno. */
+ssize_t read_kernel_file(const char *path, char *buf, size_t size);
+/* Append `"name":value` to a comma-separated list of JSON members in buf
+ * (what a result gains), if it fits. */
+void json_members_add(char *buf, size_t size, const char *member);
+
 /* Read a whole regular file below dirfd (no symlink follow) of at most max
  * bytes, NUL-terminated.  Fails with ENOENT, EFBIG, ... */
 int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *out_len, mcp_error_t *err);

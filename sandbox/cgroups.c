@@ -12,7 +12,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <libcgroup.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,15 +122,10 @@ int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64
   if (controller_path(cfg, "pids", container_id, dir, sizeof(dir), err) < 0)
     return -1;
   snprintf(file, sizeof(file), "%s/pids.current", dir);
-  /* cgroup files say st_size 0: read what there is, as a kernel interface file. */
-  cleanup_close int fd = open(file, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", file);
   char text[32];
-  ssize_t r = read_some(fd, text, sizeof(text) - 1);
+  ssize_t r = read_kernel_file(file, text, sizeof(text));
   if (r < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, (int)-r, "read %s", file);
-  text[r] = '\0';
   char *end = NULL;
   errno = 0;
   unsigned long long v = strtoull(text, &end, 10);

@@ -315,17 +315,11 @@ void hibernate_woke(struct hibernation *h, const struct sandbox_ctx *sb) {
 
 /* ---- what the next result says, and the end ---- */
 
-static void add_member(char *extra, size_t size, const char *member) {
-  size_t n = strlen(extra);
-  if (n + strlen(member) + 2 <= size)
-    snprintf(extra + n, size - n, "%s%s", n > 0 ? "," : "", member);
-}
-
 void hibernate_result_extra(const struct hibernation *h, char *extra, size_t size) {
   if (h->state_lost)
-    add_member(extra, size, "\"state_lost\":true");
+    json_members_add(extra, size, "\"state_lost\":true");
   if (h->restored)
-    add_member(extra, size, "\"restored\":true");
+    json_members_add(extra, size, "\"restored\":true");
 }
 
 void hibernate_result_sent(struct hibernation *h) {

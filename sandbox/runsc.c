@@ -106,12 +106,8 @@ int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err
 /* Which boot and which PID namespace this is:
  * "<boot id> <pid ns inode> <start time of its PID 1>". */
 static int incarnation(char *out, size_t size, mcp_error_t *err) {
-  /* A /proc file says st_size 0: read what there is. */
-  cleanup_close int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open /proc/sys/kernel/random/boot_id");
   char boot[64];
-  ssize_t len = read_some(fd, boot, sizeof(boot) - 1);
+  ssize_t len = read_kernel_file("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
   if (len <= 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, len < 0 ? (int)-len : EPROTO, "read /proc/sys/kernel/random/boot_id");
   while (len > 0 && (boot[len - 1] == '\n' || boot[len - 1] == ' '))
@@ -123,12 +119,10 @@ static int incarnation(char *out, size_t size, mcp_error_t *err) {
   /* The kernel hands a freed namespace's inode number to the next one (a
    * container started again often gets the same): the start time of the
    * namespace's PID 1 tells them apart. */
-  cleanup_close int sfd = open("/proc/1/stat", O_RDONLY | O_CLOEXEC);
   char st[1024];
-  ssize_t n = sfd < 0 ? -errno : read_some(sfd, st, sizeof(st) - 1);
+  ssize_t n = read_kernel_file("/proc/1/stat", st, sizeof(st));
   if (n <= 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, n < 0 ? (int)-n : EPROTO, "read /proc/1/stat");
-  st[n] = '\0';
   /* After "pid (comm) ", the start time is the 20th field (22nd of stat). */
   const char *p = strrchr(st, ')');
   unsigned long long started = 0;

@@ -313,28 +313,17 @@ static char *with_extra(const char *json, const char *extra) {
   return cJSON_PrintUnformatted(o);
 }
 
-/* A result once the host-task guard has cut (check_tasks): the sandbox is
- * replaced once the activity it stopped has answered, so a persistent
- * call's interpreter goes with it.  NULL: unchanged. */
-static char *after_tasks_cut(struct sup *s, const char *json) {
-  if (!s->call_persistent)
-    return NULL;
-  cleanup_cjson cJSON *o = cJSON_Parse(json);
-  if (!cJSON_IsObject(o))
-    return NULL;
-  s->interpreters &= ~s->call_lang; /* told here */
-  cJSON_DeleteItemFromObjectCaseSensitive(o, "state_lost");
-  cJSON_AddBoolToObject(o, "state_lost", 1);
-  return cJSON_PrintUnformatted(o);
-}
-
 static void send_call_result(struct sup *s, const char *json) {
   char extra[320];
-  cleanup_free char *cut = s->tasks_cut ? after_tasks_cut(s, json) : NULL;
-  if (cut != NULL)
-    json = cut;
   egress_call_end(&s->eg, extra, sizeof(extra));
   hibernate_result_extra(&s->hib, extra, sizeof(extra));
+  /* Once the host-task guard has cut (check_tasks) the sandbox is replaced
+   * when the activity it stopped has answered: a persistent call's
+   * interpreter goes with it. */
+  if (s->tasks_cut && s->call_persistent) {
+    s->interpreters &= ~s->call_lang; /* told here */
+    json_members_add(extra, sizeof(extra), "\"state_lost\":true");
+  }
   cleanup_free char *merged = with_extra(json, extra);
   if (merged != NULL)
     json = merged;

@@ -67,8 +67,10 @@ ensure_base_image() {
     rm -rf "$root" "$root.log"
     die "debootstrap failed"
   fi
-  tar -C "$root" -c . | "$DOCKER" import - "$MCP_BASE_IMAGE" >/dev/null || die "docker import failed"
+  local imported=yes
+  tar -C "$root" -c . | "$DOCKER" import - "$MCP_BASE_IMAGE" >/dev/null || imported=no
   rm -rf "$root" "$root.log"
+  [ "$imported" = yes ] || die "docker import failed"
 }
 
 # The service's image from the Dockerfile (its layers cache what did not change).
