@@ -920,6 +920,9 @@ static int loop(struct sup *s) {
       int left = hibernate_timeout_ms(&s->hib, now);
       timeout = left >= 0 && left < timeout ? left : timeout;
     }
+    /* A run is watched by the host-task guard as often as a call is. */
+    if (bg_runs_active(&s->runs) > 0 && timeout > TASKS_CHECK_MS)
+      timeout = TASKS_CHECK_MS;
     int64_t run_deadline = bg_runs_deadline(&s->runs);
     if (run_deadline > 0 && run_deadline - now < timeout)
       timeout = run_deadline - now <= 0 ? 0 : (int)(run_deadline - now);

@@ -8,6 +8,7 @@ Node.js spare with that call's limits.
 import gc
 import json
 import os
+import select
 import signal
 
 from .child import run_child
@@ -23,21 +24,22 @@ class Spare:
     (becoming the sandbox user, limits, input files) happens once the
     request is there."""
 
-    def __init__(self, st, js_template=None):
+    def __init__(self, st, js_template=None, warm=True):
         """js_template: a JavaScript call whose limits a warm Node.js spare
-        takes (None: a Python child, which serves any call)."""
+        takes (None: a Python child, which serves any call); warm: False
+        for a child forked for a request already there (no warm_up)."""
         self.args = st.args
         self.st = st
         self.js_key = js_warm_key(js_template) if js_template is not None else None
         (req_r, out_w, err_w, st_w), (self.req_w, self.out_r, self.err_r, self.st_r) = child_pipes()
         self.pid = os.fork()
         if self.pid == 0:
-            self.child(st, js_template, req_r, out_w, err_w, st_w)  # does not return
+            self.child(st, js_template, warm, req_r, out_w, err_w, st_w)  # does not return
         for fd in (req_r, out_w, err_w, st_w):
             os.close(fd)
         st.tracked.add(self.pid)
 
-    def child(self, st, js_template, req_r, out_w, err_w, st_w):
+    def child(self, st, js_template, warm, req_r, out_w, err_w, st_w):
         """In the spare: wait for the request, then run it."""
         # Not a holder of the executor's frame pipes: if the executor
         # dies, the supervisor must see their end, and this spare its own.
@@ -48,7 +50,11 @@ class Spare:
             os.close(fd)
         if js_template is not None:
             start_node_spare(st.args, js_template, req_r, out_w, err_w, st_w)  # does not return
-        warm_up(st)
+        # Warming up takes the faults a call would take, ahead of it: not
+        # when the request is there already (back-to-back calls), where
+        # the call would wait for faults it may never need.
+        if warm and not select.select([req_r], [], [], 0)[0]:
+            warm_up(st)
         data = bytearray()
         while True:
             chunk = os.read(req_r, CHUNK)
@@ -116,7 +122,7 @@ def take_spare(st, req, cgroup):
         st.spares.remove(chosen)
     for spare in st.spares:
         spare.kill()  # reaped by drop_spares() once the call has its request
-    chosen = chosen or Spare(st)
+    chosen = chosen or Spare(st, warm=False)
     st.cgroups.move(cgroup, chosen.pid)
     return chosen
 
