@@ -290,6 +290,10 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
                "# TYPE mcp_sandboxes_ready gauge\nmcp_sandboxes_ready %d\n",
                count_dir(cfg, "pool", want_ready));
   metrics_line(b,
+               "# HELP mcp_pool_target The number of sandboxes the pool is kept at now (pool_size, more after a burst "
+               "of new sessions).\n# TYPE mcp_pool_target gauge\nmcp_pool_target %d\n",
+               (int)atomic_load(&shm->pool_target));
+  metrics_line(b,
                "# HELP mcp_sessions_hibernated Sessions whose sandbox is checkpointed to disk (no memory held).\n"
                "# TYPE mcp_sessions_hibernated gauge\nmcp_sessions_hibernated %d\n",
                count_hibernated(cfg));

@@ -98,6 +98,7 @@ struct metrics {
   _Atomic uint64_t forwarded;                           /* common/cell.h: requests sent to the cell that owns them */
   _Atomic int64_t last_start_ok_ms;                     /* wall clock of the latest sandbox start that worked */
   _Atomic int64_t last_start_fail_ms;                   /* ... and of the latest that failed */
+  _Atomic int32_t pool_target;                          /* fcgi/keeper.c: the size the pool is kept at now */
   _Atomic uint32_t token_lock;
   struct metric_token tokens[METRIC_TOKENS];
 };

@@ -1,7 +1,8 @@
 /* The keeper: one process beside the responders that
  *   - expires idle sessions (destroys their sandbox, removes the folder),
  *   - finishes removals left in trash/,
- *   - keeps pool_size sandboxes started ahead of demand,
+ *   - keeps sandboxes started ahead of demand: pool_size, more (up to
+ *     pool_max) after a burst of new sessions (pool_target),
  *   - at start (and every minute), removes runsc containers that belong to
  *     no live supervisor, and pool folders whose supervisor is gone.
  * It holds no state of its own: everything is read from the state folder
@@ -15,8 +16,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/frame.h"
 #include "common/metrics.h"
@@ -28,6 +32,10 @@
 #define TICK_MS 1000
 #define REAP_EVERY_MS 60000
 #define POOL_READY_TIMEOUT_MS 30000
+/* What a pool larger than pool_size leaves the host (pool_target): an idle
+ * sandbox holds about 35 MiB (scripts/bench, target 5). */
+#define POOL_MEM_KEEP ((int64_t)1 << 30)
+#define POOL_MEM_PER_SANDBOX ((int64_t)64 << 20)
 
 static volatile sig_atomic_t stop_requested;
 
@@ -137,42 +145,207 @@ static void count_pool(struct store *st, int parent, const char *name, void *opa
   }
 }
 
-/* Start one sandbox ahead of demand and publish it once it is ready. */
-static void fill_pool_once(struct store *st) {
-  char id[33], name[64];
+/* One sandbox being started ahead of demand (fill_pool). */
+struct pool_start {
+  char id[33];
+  char name[64];
+  int dfd, fd;
+};
+
+/* Prepare a pool folder and start its supervisor (which boots the sandbox
+ * in the background): 0, or -1 when it could not. */
+static int pool_start_begin(struct store *st, struct pool_start *ps) {
   mcp_error_t err = NULL;
+  ps->dfd = ps->fd = -1;
+  char id[33];
   if (slot_prepare(st, id, &err) < 0) {
     mcp_error_log_release(&err, "keeper: pool");
-    return;
+    return -1;
   }
-  snprintf(name, sizeof(name), ".new-%s", id);
-  cleanup_close int dfd = openat(st->pool_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (dfd < 0)
-    return;
-  cleanup_close int fd = supervisor_connect(st->cfg, dfd, true, 5000, &err);
-  if (fd < 0) {
+  memcpy(ps->id, id, sizeof(id));
+  snprintf(ps->name, sizeof(ps->name), ".new-%s", id);
+  ps->dfd = openat(st->pool_fd, ps->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (ps->dfd < 0)
+    return -1;
+  ps->fd = supervisor_connect(st->cfg, ps->dfd, true, 5000, &err);
+  if (ps->fd < 0) {
     mcp_error_log_release(&err, "keeper: pool");
-    remove_tree_at(st->pool_fd, name, NULL);
-    return;
+    remove_tree_at(st->pool_fd, ps->name, NULL);
+    close(ps->dfd);
+    ps->dfd = -1;
+    return -1;
   }
-  bool ready = supervisor_wait_ready(fd, now_ms() + POOL_READY_TIMEOUT_MS, &err) == 0;
-  if (!ready || slot_publish(st, id, &err) < 0) {
-    mcp_error_release(&err);
-    fprintf(stderr, "keeper: a pre-started sandbox did not become ready\n");
-    supervisor_quit(dfd, 10000, NULL);
-    remove_tree_at(st->pool_fd, name, NULL);
-  }
+  return 0;
 }
 
+/* Wait for it to be ready (by deadline) and publish it, or remove it. */
+static void pool_start_end(struct store *st, struct pool_start *ps, int64_t deadline) {
+  mcp_error_t err = NULL;
+  bool ready = supervisor_wait_ready(ps->fd, deadline, &err) == 0;
+  if (!ready || slot_publish(st, ps->id, &err) < 0) {
+    mcp_error_release(&err);
+    fprintf(stderr, "keeper: a pre-started sandbox did not become ready\n");
+    supervisor_quit(ps->dfd, 10000, NULL);
+    remove_tree_at(st->pool_fd, ps->name, NULL);
+  }
+  close(ps->fd);
+  close(ps->dfd);
+}
+
+void pool_demand_note(struct pool_demand *d, int64_t now, uint64_t created, int64_t window_ms) {
+  int last = (d->head + POOL_DEMAND_SAMPLES - 1) % POOL_DEMAND_SAMPLES;
+  if (d->n > 0 && now - d->at[last] < window_ms / (POOL_DEMAND_SAMPLES / 2))
+    return; /* samples window/128 apart at least: the ring holds two windows */
+  d->at[d->head] = now;
+  d->created[d->head] = created;
+  d->head = (d->head + 1) % POOL_DEMAND_SAMPLES;
+  if (d->n < POOL_DEMAND_SAMPLES)
+    d->n++;
+}
+
+uint64_t pool_demand_count(const struct pool_demand *d, int64_t now, uint64_t created, int64_t window_ms) {
+  /* From the newest sample at least a window old (the oldest one while
+   * the keeper is younger than the window): the sessions created since. */
+  uint64_t base = created;
+  for (int k = 0; k < d->n; k++) {
+    int i = (d->head + POOL_DEMAND_SAMPLES - d->n + k) % POOL_DEMAND_SAMPLES;
+    if (k == 0 || now - d->at[i] >= window_ms)
+      base = d->created[i];
+    else
+      break;
+  }
+  return created >= base ? created - base : 0;
+}
+
+int pool_target(const struct mcp_config *cfg, uint64_t recent, int64_t mem_available) {
+  if (cfg->pool_size <= 0)
+    return 0; /* no pool, and none after a burst either */
+  int top = cfg->pool_max > cfg->pool_size ? cfg->pool_max : cfg->pool_size;
+  int want = recent > (uint64_t)top ? top : (int)recent;
+  if (want <= cfg->pool_size)
+    return cfg->pool_size;
+  /* Each sandbox beyond pool_size must leave POOL_MEM_KEEP available. */
+  int extra = want - cfg->pool_size;
+  while (extra > 0 && mem_available >= 0 && mem_available < POOL_MEM_KEEP + (int64_t)extra * POOL_MEM_PER_SANDBOX)
+    extra--;
+  return cfg->pool_size + extra;
+}
+
+/* A number in a kernel file (cgroupfs, procfs), or -1. */
+static int64_t kernel_number(const char *path) {
+  char buf[64];
+  unsigned long long v = 0;
+  return read_kernel_file(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%llu", &v) == 1 ? (int64_t)v : -1;
+}
+
+/* What the memory cgroup of this process leaves (limit - usage; v1 or v2,
+ * at the path /proc/self/cgroup gives, or at the root of a container's
+ * own cgroupfs), or -1 without a limit. */
+static int64_t cgroup_memory_left(void) {
+  char self[4096], path[PATH_MAX + 64], rel[PATH_MAX] = "";
+  bool v1 = false;
+  if (read_kernel_file("/proc/self/cgroup", self, sizeof(self)) > 0) {
+    char *save = NULL;
+    for (char *line = strtok_r(self, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+      char *c1 = strchr(line, ':'), *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+      if (c2 == NULL)
+        continue;
+      bool memory = strncmp(c1 + 1, "memory:", 7) == 0 || strstr(c1 + 1, ",memory:") != NULL;
+      if (memory || (c1[1] == ':' && rel[0] == '\0')) {
+        snprintf(rel, sizeof(rel), "%s", strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
+        v1 = memory;
+        if (memory)
+          break;
+      }
+    }
+  }
+  const char *limit_name = v1 ? "memory.limit_in_bytes" : "memory.max";
+  const char *usage_name = v1 ? "memory.usage_in_bytes" : "memory.current";
+  const char *base = v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup";
+  for (int k = 0; k < 2; k++) {
+    const char *at = k == 0 ? rel : ""; /* a container sees its own cgroup at the root */
+    snprintf(path, sizeof(path), "%s%s/%s", base, at, limit_name);
+    int64_t limit = kernel_number(path);
+    snprintf(path, sizeof(path), "%s%s/%s", base, at, usage_name);
+    int64_t usage = kernel_number(path);
+    if (limit > 0 && usage >= 0 && limit < ((int64_t)1 << 60))
+      return limit > usage ? limit - usage : 0;
+    if (limit > 0 || usage >= 0)
+      return -1; /* found, and without a limit */
+  }
+  return -1;
+}
+
+int64_t pool_memory_available(void) {
+  char buf[4096];
+  int64_t avail = -1;
+  unsigned long long kib = 0;
+  const char *p = read_kernel_file("/proc/meminfo", buf, sizeof(buf)) > 0 ? strstr(buf, "MemAvailable:") : NULL;
+  if (p != NULL && sscanf(p, "MemAvailable: %llu kB", &kib) == 1)
+    avail = (int64_t)kib * 1024;
+  int64_t left = cgroup_memory_left();
+  return left >= 0 && (avail < 0 || left < avail) ? left : avail;
+}
+
+/* A ready pool sandbox more than the pool is kept at: moved to the trash
+ * (a responder claims by renaming too, so only one of us gets it) and
+ * removed there. */
+static void pool_drop_one(struct store *st, int parent, const char *name, void *opaque) {
+  int *excess = opaque;
+  if (*excess <= 0 || !is_hex32(name))
+    return;
+  char tname[80], rnd[33];
+  random_hex32(rnd);
+  snprintf(tname, sizeof(tname), "pool-%.40s.%.8s", name, rnd);
+  if (renameat(parent, name, st->trash_fd, tname) != 0)
+    return; /* taken meanwhile */
+  (*excess)--;
+  fprintf(stderr, "keeper: the pool shrinks: sandbox %s stopped\n", name);
+  sweep_trash(st, st->trash_fd, tname, NULL);
+}
+
+static struct pool_demand demand;
+
+/* The pool is kept at pool_target(): missing sandboxes start at once,
+ * side by side (their boots take max_starting's slots), and are published
+ * as each becomes ready; once the burst is a window old, the extra ready
+ * ones stop. */
 static void fill_pool(struct store *st) {
+  const struct mcp_config *cfg = st->cfg;
+  struct metrics *m = metrics_get();
+  uint64_t created = m != NULL ? atomic_load(&m->sessions_created) : 0;
+  int64_t now = now_ms(), window_ms = (int64_t)cfg->pool_window * 1000;
+  pool_demand_note(&demand, now, created, window_ms);
+  int target = pool_target(cfg, pool_demand_count(&demand, now, created, window_ms), pool_memory_available());
+  if (m != NULL)
+    atomic_store(&m->pool_target, target);
   struct pool_count pc = {0, 0};
   each_entry(st->pool_fd, st, count_pool, &pc);
-  int want = st->cfg->pool_size - pc.ready - pc.pending;
-  int room = st->cfg->max_sessions - session_count(st) - pc.ready - pc.pending;
+  if (pc.ready > target && pc.pending == 0) {
+    int excess = pc.ready - target;
+    each_entry(st->pool_fd, st, pool_drop_one, &excess);
+    return;
+  }
+  int want = target - pc.ready - pc.pending;
+  int room = cfg->max_sessions - session_count(st) - pc.ready - pc.pending;
   if (want > room)
     want = room;
+  if (want <= 0)
+    return;
+  /* As many at once as there are cores: more would only share them, and
+   * take them from the boots of sessions that wait. */
+  struct pool_start starts[64];
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int most = cores < 1 ? 1 : (cores > 64 ? 64 : (int)cores);
+  if (want > most)
+    want = most;
+  int n = 0;
   for (int i = 0; i < want && !stop_requested; i++)
-    fill_pool_once(st);
+    if (pool_start_begin(st, &starts[n]) == 0)
+      n++;
+  int64_t deadline = now_ms() + POOL_READY_TIMEOUT_MS;
+  for (int i = 0; i < n; i++)
+    pool_start_end(st, &starts[i], deadline);
 }
 
 /* sandbox ids of every folder whose supervisor is alive */

@@ -52,9 +52,13 @@ class Spare:
             start_node_spare(st.args, js_template, req_r, out_w, err_w, st_w)  # does not return
         # Warming up takes the faults a call would take, ahead of it: not
         # when the request is there already (back-to-back calls), where
-        # the call would wait for faults it may never need.
-        if warm and not select.select([req_r], [], [], 0)[0]:
-            warm_up(st)
+        # the call would wait for faults it may never need; it stops
+        # between its steps when the request comes.
+        def pending():
+            return bool(select.select([req_r], [], [], 0)[0])
+
+        if warm and not pending():
+            warm_up(st, pending)
         data = bytearray()
         while True:
             chunk = os.read(req_r, CHUNK)

@@ -173,3 +173,31 @@ test('a configuration value takes effect: the timeout cap', opts, async () => {
     await closeClient(c);
   }
 });
+
+// The pool follows demand (pool_max, pool_window): after a burst of new
+// sessions the keeper keeps more sandboxes started (mcp_pool_target), and
+// the pool fills up to it; a later burst finds them ready.
+test('a burst of new sessions grows the pool beyond pool_size (mcp_pool_target), up to pool_max, and it fills', hostOpts, async () => {
+  const { effectiveConfig } = await import('./lib/host.mjs');
+  const cfg = effectiveConfig(STATE);
+  if (!(cfg.pool_size > 0 && cfg.pool_max > cfg.pool_size)) return; // not configured to grow
+  const burst = Math.min(cfg.pool_max, cfg.pool_size + 3);
+  const clients = await Promise.all(Array.from({ length: burst }, (_, i) => connectClient(`ops-pool-${i}`)));
+  try {
+    await Promise.all(clients.map((c) => runPython(c.client, { code: 'print(1)' })));
+  } finally {
+    await Promise.all(clients.map((c) => closeClient(c)));
+  }
+  let m;
+  const ready = () => fs.readdirSync(path.join(STATE, 'pool')).filter((n) => /^[0-9a-f]{32}$/.test(n)).length;
+  const deadline = Date.now() + 90_000;
+  do {
+    m = await metrics();
+    if (get(m, 'mcp_pool_target') >= burst && ready() >= get(m, 'mcp_pool_target')) break;
+    await new Promise((r) => setTimeout(r, 500));
+  } while (Date.now() < deadline);
+  const target = get(m, 'mcp_pool_target');
+  assert.ok(target >= burst && target <= cfg.pool_max, `mcp_pool_target ${target}: from ${burst} new sessions up to pool_max ${cfg.pool_max}`);
+  assert.ok(ready() >= target, `the pool filled up to it: ${ready()} ready of ${target}`);
+  assert.equal(get(m, 'mcp_sandboxes_ready'), ready(), 'mcp_sandboxes_ready counts them');
+});
