@@ -120,6 +120,19 @@ struct pool_count {
   int pending;
 };
 
+/* Take a pool folder away and remove it: moved to the trash (a
+ * responder claims one by renaming it too, so only one of us gets it),
+ * removed there.  False when it was taken meanwhile. */
+static bool pool_remove(struct store *st, int parent, const char *name) {
+  char tname[80], rnd[33];
+  random_hex32(rnd);
+  snprintf(tname, sizeof(tname), "pool-%.40s.%.8s", name, rnd);
+  if (renameat(parent, name, st->trash_fd, tname) != 0)
+    return false;
+  sweep_trash(st, st->trash_fd, tname, NULL);
+  return true;
+}
+
 static void count_pool(struct store *st, int parent, const char *name, void *opaque) {
   struct pool_count *pc = opaque;
   cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -135,11 +148,7 @@ static void count_pool(struct store *st, int parent, const char *name, void *opa
   struct stat sb;
   bool old = fstat(dfd, &sb) == 0 && wall_ms() / 1000 - sb.st_mtime > 60;
   if (!alive && (is_hex32(name) || old)) {
-    char tname[80], rnd[33];
-    random_hex32(rnd);
-    snprintf(tname, sizeof(tname), "pool-%.40s.%.8s", name, rnd);
-    if (renameat(parent, name, st->trash_fd, tname) == 0)
-      sweep_trash(st, st->trash_fd, tname, NULL);
+    pool_remove(st, parent, name);
   } else {
     pc->pending++;
   }
@@ -231,51 +240,6 @@ int pool_target(const struct mcp_config *cfg, uint64_t recent, int64_t mem_avail
   return cfg->pool_size + extra;
 }
 
-/* A number in a kernel file (cgroupfs, procfs), or -1. */
-static int64_t kernel_number(const char *path) {
-  char buf[64];
-  unsigned long long v = 0;
-  return read_kernel_file(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%llu", &v) == 1 ? (int64_t)v : -1;
-}
-
-/* What the memory cgroup of this process leaves (limit - usage; v1 or v2,
- * at the path /proc/self/cgroup gives, or at the root of a container's
- * own cgroupfs), or -1 without a limit. */
-static int64_t cgroup_memory_left(void) {
-  char self[4096], path[PATH_MAX + 64], rel[PATH_MAX] = "";
-  bool v1 = false;
-  if (read_kernel_file("/proc/self/cgroup", self, sizeof(self)) > 0) {
-    char *save = NULL;
-    for (char *line = strtok_r(self, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
-      char *c1 = strchr(line, ':'), *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
-      if (c2 == NULL)
-        continue;
-      bool memory = strncmp(c1 + 1, "memory:", 7) == 0 || strstr(c1 + 1, ",memory:") != NULL;
-      if (memory || (c1[1] == ':' && rel[0] == '\0')) {
-        snprintf(rel, sizeof(rel), "%s", strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
-        v1 = memory;
-        if (memory)
-          break;
-      }
-    }
-  }
-  const char *limit_name = v1 ? "memory.limit_in_bytes" : "memory.max";
-  const char *usage_name = v1 ? "memory.usage_in_bytes" : "memory.current";
-  const char *base = v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup";
-  for (int k = 0; k < 2; k++) {
-    const char *at = k == 0 ? rel : ""; /* a container sees its own cgroup at the root */
-    snprintf(path, sizeof(path), "%s%s/%s", base, at, limit_name);
-    int64_t limit = kernel_number(path);
-    snprintf(path, sizeof(path), "%s%s/%s", base, at, usage_name);
-    int64_t usage = kernel_number(path);
-    if (limit > 0 && usage >= 0 && limit < ((int64_t)1 << 60))
-      return limit > usage ? limit - usage : 0;
-    if (limit > 0 || usage >= 0)
-      return -1; /* found, and without a limit */
-  }
-  return -1;
-}
-
 int64_t pool_memory_available(void) {
   char buf[4096];
   int64_t avail = -1;
@@ -283,25 +247,17 @@ int64_t pool_memory_available(void) {
   const char *p = read_kernel_file("/proc/meminfo", buf, sizeof(buf)) > 0 ? strstr(buf, "MemAvailable:") : NULL;
   if (p != NULL && sscanf(p, "MemAvailable: %llu kB", &kib) == 1)
     avail = (int64_t)kib * 1024;
-  int64_t left = cgroup_memory_left();
+  int64_t left = cgroups_memory_left();
   return left >= 0 && (avail < 0 || left < avail) ? left : avail;
 }
 
-/* A ready pool sandbox more than the pool is kept at: moved to the trash
- * (a responder claims by renaming too, so only one of us gets it) and
- * removed there. */
+/* A ready pool sandbox more than the pool is kept at (pool_remove). */
 static void pool_drop_one(struct store *st, int parent, const char *name, void *opaque) {
   int *excess = opaque;
-  if (*excess <= 0 || !is_hex32(name))
+  if (*excess <= 0 || !is_hex32(name) || !pool_remove(st, parent, name))
     return;
-  char tname[80], rnd[33];
-  random_hex32(rnd);
-  snprintf(tname, sizeof(tname), "pool-%.40s.%.8s", name, rnd);
-  if (renameat(parent, name, st->trash_fd, tname) != 0)
-    return; /* taken meanwhile */
   (*excess)--;
   fprintf(stderr, "keeper: the pool shrinks: sandbox %s stopped\n", name);
-  sweep_trash(st, st->trash_fd, tname, NULL);
 }
 
 static struct pool_demand demand;

@@ -114,14 +114,8 @@ int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, ui
   return 0; /* a kernel without the counter: no OOM kill can be told */
 }
 
-int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err) {
-  *count = 0;
-  if (cfg->cgroup_parent[0] == '\0')
-    return 0;
-  char dir[PATH_MAX], file[PATH_MAX + 32];
-  if (controller_path(cfg, "pids", container_id, dir, sizeof(dir), err) < 0)
-    return -1;
-  snprintf(file, sizeof(file), "%s/pids.current", dir);
+/* A count in a cgroup file (pids.current, memory.current, ...). */
+static int read_count(const char *file, uint64_t *count, mcp_error_t *err) {
   char text[32];
   ssize_t r = read_kernel_file(file, text, sizeof(text));
   if (r < 0)
@@ -133,6 +127,54 @@ int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64
     return mcp_fail(err, MCP_ERR_INTERNAL, EPROTO, "read %s: not a count", file);
   *count = v;
   return 0;
+}
+
+int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err) {
+  *count = 0;
+  if (cfg->cgroup_parent[0] == '\0')
+    return 0;
+  char dir[PATH_MAX], file[PATH_MAX + 32];
+  if (controller_path(cfg, "pids", container_id, dir, sizeof(dir), err) < 0)
+    return -1;
+  snprintf(file, sizeof(file), "%s/pids.current", dir);
+  return read_count(file, count, err);
+}
+
+int64_t cgroups_memory_left(void) {
+  mcp_error_t err = NULL;
+  char *mnt = NULL, *rel = NULL;
+  if (init(&err) < 0 || cgroup_get_subsys_mount_point("memory", &mnt) != 0 || mnt == NULL) {
+    mcp_error_release(&err);
+    free(mnt);
+    return -1;
+  }
+  if (cgroup_get_current_controller_path(getpid(), "memory", &rel) != 0) {
+    free(rel);
+    rel = NULL;
+  }
+  bool v2 = cgroups_unified();
+  /* Where /proc/self/cgroup says, else the root: a container that mounts
+   * its own cgroup finds it there. */
+  const char *at[] = {rel != NULL && strcmp(rel, "/") != 0 ? rel : "", ""};
+  int64_t left = -1;
+  for (int k = 0; k < 2; k++) {
+    char limit_file[PATH_MAX * 2 + 32], usage_file[PATH_MAX * 2 + 32];
+    snprintf(limit_file, sizeof(limit_file), "%s%s/%s", mnt, at[k], v2 ? "memory.max" : "memory.limit_in_bytes");
+    snprintf(usage_file, sizeof(usage_file), "%s%s/%s", mnt, at[k], v2 ? "memory.current" : "memory.usage_in_bytes");
+    uint64_t limit = 0, usage = 0;
+    if (read_count(usage_file, &usage, &err) < 0) {
+      mcp_error_release(&err);
+      continue;
+    }
+    /* v2's "max", v1's page-rounded LONG_MAX: no limit. */
+    if (read_count(limit_file, &limit, &err) == 0 && limit < ((uint64_t)1 << 60))
+      left = limit > usage ? (int64_t)(limit - usage) : 0;
+    mcp_error_release(&err);
+    break;
+  }
+  free(mnt);
+  free(rel);
+  return left;
 }
 
 /* Every mounted cgroup hierarchy, v1 controllers, named ones such as

@@ -19,6 +19,10 @@ int cgroups_prepare_parent(const struct mcp_config *cfg, mcp_error_t *err);
 int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err);
 /* How many host tasks (threads) the sandbox's pids cgroup holds now. */
 int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err);
+/* What the memory cgroup of this process (the service's, a container's)
+ * leaves: its limit less its usage, in bytes; -1 without a limit or a
+ * memory cgroup to read. */
+int64_t cgroups_memory_left(void);
 /* Remove a sandbox's cgroup in every controller (runsc leaves them behind
  * when a create fails). */
 int cgroups_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err);

@@ -354,9 +354,11 @@ static void send_call_result(struct sup *s, const char *json) {
  * bomb is gone: once it has answered (or TASKS_CUT_WAIT_MS passed), a new
  * sandbox with the same workspace replaces this one (replace_after_cut),
  * rather than one that cuts every call. */
+static bool tasks_watched(const struct sup *s) { return s->call_active || bg_runs_active(&s->runs) > 0; }
+
 static void check_tasks(struct sup *s) {
   int64_t now = now_ms();
-  if (!s->ready || s->tasks_cut || s->cfg.sandbox_pids <= 0 || (!s->call_active && bg_runs_active(&s->runs) == 0) ||
+  if (!s->ready || s->tasks_cut || s->cfg.sandbox_pids <= 0 || !tasks_watched(s) ||
       now - s->tasks_checked_at < TASKS_CHECK_MS)
     return;
   s->tasks_checked_at = now;
@@ -908,7 +910,7 @@ static int loop(struct sup *s) {
     int64_t now = now_ms();
     if (s->call_active) {
       int64_t left = s->call_deadline - now;
-      timeout = left <= 0 ? 0 : (left < TASKS_CHECK_MS ? (int)left : TASKS_CHECK_MS);
+      timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
     } else if (!s->started && s->boot_waiting) {
       timeout = BOOT_RETRY_MS;
     } else if (!s->ready) {
@@ -920,8 +922,7 @@ static int loop(struct sup *s) {
       int left = hibernate_timeout_ms(&s->hib, now);
       timeout = left >= 0 && left < timeout ? left : timeout;
     }
-    /* A run is watched by the host-task guard as often as a call is. */
-    if (bg_runs_active(&s->runs) > 0 && timeout > TASKS_CHECK_MS)
+    if (tasks_watched(s) && timeout > TASKS_CHECK_MS)
       timeout = TASKS_CHECK_MS;
     int64_t run_deadline = bg_runs_deadline(&s->runs);
     if (run_deadline > 0 && run_deadline - now < timeout)

@@ -19,6 +19,7 @@ import {
   randomToken,
   scrapeMetrics as metrics,
 } from './lib/common.mjs';
+import { effectiveConfig } from './lib/host.mjs';
 
 const STATE = process.env.MCP_STATE_DIR;
 const opts = { timeout: TEST_TIMEOUT_MS };
@@ -178,7 +179,6 @@ test('a configuration value takes effect: the timeout cap', opts, async () => {
 // sessions the keeper keeps more sandboxes started (mcp_pool_target), and
 // the pool fills up to it; a later burst finds them ready.
 test('a burst of new sessions grows the pool beyond pool_size (mcp_pool_target), up to pool_max, and it fills', hostOpts, async () => {
-  const { effectiveConfig } = await import('./lib/host.mjs');
   const cfg = effectiveConfig(STATE);
   if (!(cfg.pool_size > 0 && cfg.pool_max > cfg.pool_size)) return; // not configured to grow
   const burst = Math.min(cfg.pool_max, cfg.pool_size + 3);
