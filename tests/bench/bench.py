@@ -888,7 +888,7 @@ class Bench:
         time.sleep(0.3)
         sids = []
         want = 2 if self.quick else 4
-        for j in range(self.svc.pool_target() + 8 * want):
+        for _ in range(self.svc.pool_target() + 8 * want):
             c.fresh()
             empty = self.svc.pool_ready() == 0
             t0 = time.perf_counter_ns()
