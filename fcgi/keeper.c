@@ -2,7 +2,8 @@
  *   - expires idle sessions (destroys their sandbox, removes the folder),
  *   - finishes removals left in trash/,
  *   - keeps sandboxes started ahead of demand: pool_size, more (up to
- *     pool_max) after a burst of new sessions (pool_target),
+ *     pool_max) after a burst of new sessions (pool_target) while the CPU
+ *     is free enough (pool_grow_idle),
  *   - at start (and every minute), removes runsc containers that belong to
  *     no live supervisor, and pool folders whose supervisor is gone.
  * It holds no state of its own: everything is read from the state folder
@@ -251,6 +252,31 @@ int64_t pool_memory_available(void) {
   return left >= 0 && (avail < 0 || left < avail) ? left : avail;
 }
 
+int cpu_sample_parse(const char *text, struct cpu_sample *s) {
+  unsigned long long v[8] = {0};
+  /* user nice system idle iowait irq softirq steal (guest time is in user) */
+  if (strncmp(text, "cpu ", 4) != 0 || sscanf(text + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                                              &v[3], &v[4], &v[5], &v[6], &v[7]) < 4)
+    return -1;
+  s->total = 0;
+  for (int i = 0; i < 8; i++)
+    s->total += v[i];
+  s->idle = v[3] + v[4];
+  return 0;
+}
+
+int cpu_idle_percent(const struct cpu_sample *a, const struct cpu_sample *b) {
+  if (b->total <= a->total || b->idle < a->idle)
+    return -1;
+  uint64_t idle = b->idle - a->idle, total = b->total - a->total;
+  return (int)(idle >= total ? 100 : idle * 100 / total);
+}
+
+static int cpu_sample_read(struct cpu_sample *s) {
+  char buf[512]; /* the first line is all it needs */
+  return read_kernel_file("/proc/stat", buf, sizeof(buf)) > 0 ? cpu_sample_parse(buf, s) : -1;
+}
+
 /* A ready pool sandbox more than the pool is kept at (pool_remove). */
 static void pool_drop_one(struct store *st, int parent, const char *name, void *opaque) {
   int *excess = opaque;
@@ -261,12 +287,34 @@ static void pool_drop_one(struct store *st, int parent, const char *name, void *
 }
 
 static struct pool_demand demand;
+/* The CPU when the last fill_pool() ended: the idle share since then
+ * leaves out the pool's own boots. */
+static struct cpu_sample cpu_after;
+static bool cpu_known, growth_waits;
+
+/* How many sandboxes fill_pool() may have, ready or starting: the target,
+ * but no more than pool_size (or than it has) while the machine was busier
+ * than pool_grow_idle allows since the last fill (unknown counts as idle). */
+static int pool_may_have(const struct mcp_config *cfg, int target, int have) {
+  struct cpu_sample now;
+  int idle = cpu_known && cpu_sample_read(&now) == 0 ? cpu_idle_percent(&cpu_after, &now) : -1;
+  bool waits = target > cfg->pool_size && target > have && idle >= 0 && idle < cfg->pool_grow_idle;
+  if (waits && !growth_waits)
+    fprintf(stderr, "keeper: the pool waits to grow to %d: the CPU was %d%% idle (pool_grow_idle %d)\n", target, idle,
+            cfg->pool_grow_idle);
+  else if (!waits && growth_waits && target > have)
+    fprintf(stderr, "keeper: the CPU is free enough: the pool grows to %d\n", target);
+  growth_waits = waits;
+  if (!waits)
+    return target;
+  return have > cfg->pool_size ? have : cfg->pool_size;
+}
 
 /* The pool is kept at pool_target(): missing sandboxes start at once,
  * side by side (their boots take max_starting's slots), and are published
  * as each becomes ready; once the burst is a window old, the extra ready
  * ones stop. */
-static void fill_pool(struct store *st) {
+static void fill_pool_once(struct store *st) {
   const struct mcp_config *cfg = st->cfg;
   struct metrics *m = metrics_get();
   uint64_t created = m != NULL ? atomic_load(&m->sessions_created) : 0;
@@ -282,7 +330,7 @@ static void fill_pool(struct store *st) {
     each_entry(st->pool_fd, st, pool_drop_one, &excess);
     return;
   }
-  int want = target - pc.ready - pc.pending;
+  int want = pool_may_have(cfg, target, pc.ready + pc.pending) - pc.ready - pc.pending;
   int room = cfg->max_sessions - session_count(st) - pc.ready - pc.pending;
   if (want > room)
     want = room;
@@ -304,6 +352,11 @@ static void fill_pool(struct store *st) {
   int64_t deadline = now_ms() + POOL_READY_TIMEOUT_MS;
   for (int i = 0; i < n; i++)
     pool_start_end(st, &starts[i], deadline);
+}
+
+static void fill_pool(struct store *st) {
+  fill_pool_once(st);
+  cpu_known = cpu_sample_read(&cpu_after) == 0;
 }
 
 /* sandbox ids of every folder whose supervisor is alive */

@@ -1,13 +1,16 @@
 /* fcgi/keeper.c, the pool that follows demand: pool_size sandboxes, as many
  * as the sessions of the last pool_window seconds up to pool_max (within
  * the host's available memory), back to pool_size once the window passed;
- * then the keeper doing it, with the direct backend. */
+ * the CPU share that lets it grow (pool_grow_idle); then the keeper doing
+ * it, with the direct backend. */
 #include "config.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/metrics.h"
@@ -63,6 +66,22 @@ static void demand_tests(void) {
      (unsigned long long)got);
 }
 
+static void cpu_tests(void) {
+  struct cpu_sample a, b;
+  is_int(cpu_sample_parse("cpu  100 5 50 800 45 0 0 0 0 0\ncpu0 50 2 25 400 22 0 0 0 0 0\n", &a), 0,
+         "/proc/stat's cpu line parses");
+  is_int((int)a.total, 1000, "its total: user, nice, system, idle, iowait, irq, softirq, steal");
+  is_int((int)a.idle, 845, "its idle part: idle and iowait");
+  is_int(cpu_sample_parse("cpu  1 2 3\n", &b), -1, "a line without the idle field is refused");
+  is_int(cpu_sample_parse("intr 1 2 3 4 5\n", &b), -1, "text without the cpu line is refused");
+  is_int(cpu_sample_parse("cpu  1100 5 50 900 45 0 0 0\n", &b), 0, "a later sample (8 fields, no guest)");
+  is_int(cpu_idle_percent(&a, &b), 9, "100 of 1100 ticks idle since: 9%%");
+  is_int(cpu_idle_percent(&b, &a), -1, "samples out of order: unknown");
+  is_int(cpu_idle_percent(&a, &a), -1, "no tick between them: unknown");
+  struct cpu_sample idle = {a.total + 400, a.idle + 400};
+  is_int(cpu_idle_percent(&a, &idle), 100, "every tick idle: 100%%");
+}
+
 /* The ids of the ready pool sandboxes (up to 8), and how many. */
 static int pool_ids(char ids[8][33]) {
   char path[PATH_MAX + 8];
@@ -97,11 +116,21 @@ static int gone_left(char before[8][33], int n) {
   return left;
 }
 
+/* A process that keeps one CPU busy until killed. */
+static pid_t spin(void) {
+  pid_t pid = fork();
+  if (pid == 0)
+    for (volatile unsigned long n = 0;; n++)
+      ;
+  return pid;
+}
+
 /* The keeper itself: pool_size 1, pool_max 3, a window of 5 s. */
 static void keeper_tests(void) {
   h.cfg.pool_size = 1;
   h.cfg.pool_max = 3;
   h.cfg.pool_window = 5;
+  h.cfg.pool_grow_idle = 100; /* grows only when every tick of the CPU was idle */
   struct metrics *m = metrics_get();
   keeper_tick(&h.store, false);
   is_int(pool_ready(), 1, "the keeper starts pool_size sandboxes");
@@ -110,9 +139,21 @@ static void keeper_tests(void) {
   for (int i = 0; i < 3; i++)
     if (!initialize(&h, TEST_TOKEN, ids[i]))
       bail_out("initialize %d", i);
+  pid_t busy = spin();
+  if (busy < 0)
+    bail_out("fork: %s", strerror(errno));
+  for (int i = 0; i < 3; i++) {
+    usleep(300 * 1000); /* ticks of the CPU pass, one of them busy */
+    keeper_tick(&h.store, false);
+  }
+  is_int(atomic_load(&m->pool_target), 3, "after 3 new sessions mcp_pool_target says 3");
+  is_int(pool_ready(), 1, "a busy CPU (below pool_grow_idle): the pool holds pool_size, not more");
+  kill(busy, SIGKILL);
+  waitpid(busy, NULL, 0);
+  h.cfg.pool_grow_idle = 0; /* whatever the load */
   for (int i = 0; i < 6 && pool_ready() < 3; i++)
     keeper_tick(&h.store, false);
-  is_int(pool_ready(), 3, "after 3 new sessions the pool holds 3");
+  is_int(pool_ready(), 3, "pool_grow_idle 0: the pool grows and holds 3");
   is_int(atomic_load(&m->pool_target), 3, "mcp_pool_target says 3");
   for (int i = 0; i < 3; i++)
     is_int(delete_session(&h, TEST_TOKEN, ids[i]), 204, "DELETE %d", i);
@@ -139,6 +180,7 @@ int main(void) {
     bail_out("counters: %s", err->msg);
   target_tests();
   demand_tests();
+  cpu_tests();
   keeper_tests();
   harness_teardown(&h);
   return done_testing();
