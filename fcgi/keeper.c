@@ -290,7 +290,8 @@ static struct pool_demand demand;
 /* The CPU when the last fill_pool() ended: the idle share since then
  * leaves out the pool's own boots. */
 static struct cpu_sample cpu_after;
-static bool cpu_known, growth_waits;
+static bool cpu_known;
+static bool growth_told; /* the wait below is logged once until the pool reaches its target */
 
 /* How many sandboxes fill_pool() may have, ready or starting: the target,
  * but no more than pool_size (or than it has) while the machine was busier
@@ -299,12 +300,15 @@ static int pool_may_have(const struct mcp_config *cfg, int target, int have) {
   struct cpu_sample now;
   int idle = cpu_known && cpu_sample_read(&now) == 0 ? cpu_idle_percent(&cpu_after, &now) : -1;
   bool waits = target > cfg->pool_size && target > have && idle >= 0 && idle < cfg->pool_grow_idle;
-  if (waits && !growth_waits)
-    fprintf(stderr, "keeper: the pool waits to grow to %d: the CPU was %d%% idle (pool_grow_idle %d)\n", target, idle,
-            cfg->pool_grow_idle);
-  else if (!waits && growth_waits && target > have)
-    fprintf(stderr, "keeper: the CPU is free enough: the pool grows to %d\n", target);
-  growth_waits = waits;
+  if (waits && !growth_told)
+    fprintf(stderr,
+            "keeper: the pool waits to grow to %d: the CPU was %d%% idle (pool_grow_idle %d); it grows "
+            "in the seconds the CPU is free enough\n",
+            target, idle, cfg->pool_grow_idle);
+  if (waits)
+    growth_told = true;
+  else if (have >= target)
+    growth_told = false;
   if (!waits)
     return target;
   return have > cfg->pool_size ? have : cfg->pool_size;

@@ -61,7 +61,7 @@ static void limit_notes(const struct mcp_config *cfg, const struct call_result *
   if (res->workspace_full)
     note(b, "The workspace /work is full (quota %llu MiB per session); delete files to make room.",
          (unsigned long long)(cfg->workspace_quota >> 20));
-  if (res->sandbox_lost)
+  if (res->sandbox_lost && !res->processes_exceeded) /* that note says it */
     note(b, "The sandbox was stopped and restarts for the next call; files in /work are kept.");
   if (res->egress_limited)
     note(b, "The call hit its egress limit (%s); further connections were refused.",

@@ -410,12 +410,16 @@ static void sandbox_end(struct sup *s, bool deadline, bool lost) {
     bool state_lost = s->call_active && s->call_persistent;
     if (state_lost)
       s->interpreters &= ~s->call_lang; /* told here */
-    char json[360];
+    /* The host-task guard's cut replaces the sandbox once the call it
+     * stopped has answered, or TASKS_CUT_WAIT_MS after the cut (a loaded
+     * machine): then this result is that call's, and says why. */
+    bool cut = s->tasks_cut && s->call_active;
+    char json[400];
     snprintf(json, sizeof(json),
              "{\"exit_code\":137,\"timed_out\":%s,\"sandbox_lost\":true,\"memory_exceeded\":%s,"
-             "\"duration_ms\":%lld,\"stdout_bytes\":%llu,\"stderr_bytes\":%llu%s}",
-             deadline ? "true" : "false", ooms > 0 ? "true" : "false", (long long)(now_ms() - s->call_started),
-             (unsigned long long)s->sent_out, (unsigned long long)s->sent_err,
+             "\"processes_exceeded\":%s,\"duration_ms\":%lld,\"stdout_bytes\":%llu,\"stderr_bytes\":%llu%s}",
+             deadline ? "true" : "false", ooms > 0 ? "true" : "false", cut ? "true" : "false",
+             (long long)(now_ms() - s->call_started), (unsigned long long)s->sent_out, (unsigned long long)s->sent_err,
              state_lost ? ",\"persistent\":true,\"state_lost\":true" : "");
     if (s->call_active)
       send_call_result(s, json);

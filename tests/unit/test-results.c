@@ -353,6 +353,25 @@ static void result_tests(void) {
          "no output at all is an empty string");
   cJSON_Delete(res);
 
+  /* The supervisor's result for a call whose sandbox the host-task guard
+   * replaced before the call answered (sandbox/supervisor.c). */
+  is_int(parse(S("{\"exit_code\":137,\"timed_out\":false,\"sandbox_lost\":true,\"memory_exceeded\":false,"
+                 "\"processes_exceeded\":true,\"duration_ms\":10272,\"stdout_bytes\":0,\"stderr_bytes\":0}"),
+               &r),
+         0, "the result of a call the host-task guard's replacement ended");
+  res = call_tool_result(&cfg, &r);
+  sc = cJSON_GetObjectItem(res, "structuredContent");
+  ok(cJSON_IsTrue(cJSON_GetObjectItem(sc, "processes_exceeded")) &&
+         cJSON_IsTrue(cJSON_GetObjectItem(sc, "sandbox_restarted")),
+     "says processes_exceeded and sandbox_restarted");
+  const char *notes =
+      cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "content"), 1), "text"));
+  ok(notes != NULL && strstr(notes, "too many host tasks") != NULL, "its note names the cause: %s",
+     notes ? notes : "(none)");
+  ok(notes != NULL && strstr(notes, "The sandbox was stopped") == NULL, "and says the sandbox restarts only once");
+  cJSON_Delete(res);
+  call_result_free(&r);
+
   res = tool_error_result("It failed.");
   ok(cJSON_IsTrue(cJSON_GetObjectItem(res, "isError")), "tool_error_result has isError");
   is_str(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "content"), 0), "text")),

@@ -300,7 +300,10 @@ export const CASES = [
       const limit = probe.timeout_seconds;
       const { r, sc, ms } = await call(a, probe.code, { timeout_seconds: limit });
       diag(`fork bomb: ${ms} ms wall, ${show(sc)}`);
-      assert.equal(sc.sandbox_restarted, false, `the fork bomb did not cost the sandbox (RLIMIT_NPROC must stop it before any backstop): ${show(sc)}`);
+      // RLIMIT_NPROC must stop it before any backstop. The host-task guard's
+      // replacement of the sandbox may come before the bomb's answer on a
+      // loaded machine (TASKS_CUT_WAIT_MS): its result says so.
+      assert.ok(!sc.sandbox_restarted || sc.processes_exceeded, `the fork bomb did not cost the sandbox, unless through the host-task guard: ${show(sc)}`);
       assert.match(sc.stdout, probe.eagain, `a bomb process saw EAGAIN (RLIMIT_NPROC): ${show(sc)}`);
       // Held at RLIMIT_NPROC, the bomb's failed forks keep growing gVisor's
       // host tasks: the wall clock ends it, or the supervisor stops it
