@@ -107,8 +107,8 @@ static void parse_tests(void) {
   char *deep = malloc(2 * n + 16);
   size_t k = 0;
   deep[k++] = '{';
-  memcpy(deep + k, "\"a\":", 4);
-  k += 4;
+  for (const char *p = "\"a\":"; *p != '\0'; p++)
+    deep[k++] = *p;
   for (size_t i = 0; i < n; i++)
     deep[k++] = '[';
   for (size_t i = 0; i < n; i++)
