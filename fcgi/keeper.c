@@ -297,20 +297,20 @@ static bool growth_told; /* the wait below is logged once until the pool reaches
  * but no more than pool_size (or than it has) while the machine was busier
  * than pool_grow_idle allows since the last fill (unknown counts as idle). */
 static int pool_may_have(const struct mcp_config *cfg, int target, int have) {
+  if (target <= have)
+    growth_told = false; /* the pool has reached it */
+  if (target <= cfg->pool_size || target <= have)
+    return target; /* no growth to wait for: the CPU is not read */
   struct cpu_sample now;
   int idle = cpu_known && cpu_sample_read(&now) == 0 ? cpu_idle_percent(&cpu_after, &now) : -1;
-  bool waits = target > cfg->pool_size && target > have && idle >= 0 && idle < cfg->pool_grow_idle;
-  if (waits && !growth_told)
+  if (idle < 0 || idle >= cfg->pool_grow_idle)
+    return target;
+  if (!growth_told)
     fprintf(stderr,
             "keeper: the pool waits to grow to %d: the CPU was %d%% idle (pool_grow_idle %d); it grows "
             "in the seconds the CPU is free enough\n",
             target, idle, cfg->pool_grow_idle);
-  if (waits)
-    growth_told = true;
-  else if (have >= target)
-    growth_told = false;
-  if (!waits)
-    return target;
+  growth_told = true;
   return have > cfg->pool_size ? have : cfg->pool_size;
 }
 
