@@ -255,8 +255,18 @@ class Cell:
                 pass
             kill_new(self.st, self, (self.interp.pid,), self.killed)
 
+    def take_output(self):
+        """What the interpreter has written so far (output and status
+        lines), read before its pipes close: after its end the pipes
+        still hold what it wrote last (a MemoryError's traceback before
+        its exit)."""
+        self.stdout.drain()
+        self.stderr.drain()
+        status.read(self.interp.st_r, self.st_buf)
+
     def lose(self, wstatus=None):
         """The interpreter is killed (or is gone) during the cell."""
+        self.take_output()
         self.interp.kill()
         self.state_lost = True
         if self.died is None:
@@ -284,10 +294,9 @@ class Cell:
             if end is not None:
                 self.died = end
                 self.state_lost = True
+                self.take_output()
                 self.interp.kill(reaped=True)
         if self.died is not None:
-            self.stdout.drain()
-            self.stderr.drain()
             return True
         self.said = status.parse(self.st_buf)
         if self.said.done is not None:

@@ -170,6 +170,22 @@ test('memory exhaustion ends the interpreter cleanly: memory_exceeded, state_los
   });
 });
 
+test('an interpreter that exits during its cell: what it wrote before comes back (stdout, stderr), state_lost', opts, async () => {
+  await withSession('exit', async (c) => {
+    // The executor may see the interpreter's end before it has read the
+    // pipes: they still hold its last words. Three times, as that order
+    // varies.
+    for (let i = 0; i < 3; i++) {
+      const code = `import os, sys\nx = ${i}\nprint("out ${i}")\nsys.stderr.write("bye ${i}\\n")\nsys.stdout.flush()\nsys.stderr.flush()\nos._exit(3)\n`;
+      const { sc } = await run(c, 'python', code);
+      assert.equal(sc.exit_code, 3, show(sc));
+      assert.equal(sc.stdout, `out ${i}\n`, show(sc));
+      assert.equal(sc.stderr, `bye ${i}\n`, `stderr written before the exit is kept: ${show(sc)}`);
+      assert.equal(sc.state_lost, true, show(sc));
+    }
+  });
+});
+
 test('processes a cell starts end with it; their Popen objects learn how, zombies are reaped; a forked child ends with the cell', opts, async () => {
   await withSession('children', async (c) => {
     const a = await run(c, 'python', 'import subprocess, os\np = subprocess.Popen(["sleep", "1000"])\nif os.fork() == 0:\n    print("child", flush=True)\nelse:\n    os.wait()\nprint("end", os.getpid(), flush=True)');
