@@ -15,7 +15,7 @@ import time
 from . import status
 from .processes import end_processes, exit_of
 from .protocol import DONE, RUN_DONE, RUN_STDERR, RUN_STDOUT, STDERR, STDOUT, Stream, write_frame
-from .spare import drop_spares, take_spare
+from .spare import drop_killed, take_spare
 
 DRAIN_MS = 500  # output still read after the call's end
 
@@ -62,7 +62,7 @@ class Call:
             spare.start(req, payload)
         except OSError:
             pass  # it died: poll() sees that
-        drop_spares(st)
+        drop_killed(st)
         self.pid = spare.pid
         st.tracked.add(self.pid)
         out_kind, err_kind, _, prefix = output_kinds(tag)

@@ -24,7 +24,7 @@ from .processes import clear_scratch, reap, sweep
 from .protocol import (ACCEPTED, CANCEL, DONE, HIBERNATE, PROCESSES, REQUEST, RUN_CANCEL, RUN_DONE, RUN_START,
                        WAKE, FrameReader, write_frame, write_ready)
 from .restore import before_checkpoint, wake
-from .spare import prepare_spare
+from .spare import drop_killed, drop_python_spares, drop_spares, pair_spares, prepare_spare
 from .state import Args, State
 
 SPARE_DELAY = 0.05  # seconds between a call's answer and the next spare's fork
@@ -174,8 +174,6 @@ class Loop:
         if interp is None:
             interp = self.st.interpreters[lang] = Interpreter(self.st, req)
         # A persistent cell holds the sandbox as a call does: no spare beside it.
-        from .spare import drop_spares
-
         for spare in self.st.spares:
             spare.kill()
         drop_spares(self.st)
@@ -253,6 +251,10 @@ class Loop:
         else:
             del st.runs[tag]
         send_done(tag, res)
+        if any(getattr(act, why, False) for why in ("timed_out", "cancelled", "processes_exceeded")):
+            drop_spares(st)  # a stopped call may have taken them with it (kill_round)
+        else:
+            drop_killed(st)
         # What it started is killed; once it has answered, make sure none of
         # it is left (a fork bomb outruns one kill), before the next spare.
         sweep(st, act)
@@ -268,19 +270,29 @@ class Loop:
             # with the same command line (python3 -I -B <folder> ...).
             clear_scratch(st.args)
             os.execv(sys.executable, sys.orig_argv)
-        import_modules(st, [name for name in said.learned if name in st.args.learn])
+        if import_modules(st, [name for name in said.learned if name in st.args.learn]):
+            drop_python_spares(st)  # forked without them
         # The next call's child is forked once this call's answer has had
-        # time to leave: a fork keeps gVisor busy for 15-40 ms, and on a
+        # time to leave: a fork keeps gVisor busy for 15-80 ms, and on a
         # small machine that delays the answer on its way out.  A request
-        # that comes first is served at once (forking on demand).
-        if not self.reader.buf and not select.select([0], [], [], SPARE_DELAY)[0]:
-            prepare_spare(st)  # after the imports: the spare has them too
+        # that comes first (back to back) is served at once, by the other
+        # spare the session keeps from then on, or by a fork on demand.
+        if self.reader.buf or select.select([0], [], [], SPARE_DELAY)[0]:
+            pair_spares(st)
+        else:
+            prepare_spare(st, self.pending)  # after the imports: the spares have them too
+            if self.pending():
+                pair_spares(st)  # it came while the spare was forked: as good as back to back
         # /tmp and /dev/shm do not persist: emptied before the next request
         # is read, after the spare's fork (which the next call waits for
         # more often than for this), unless a run or an interpreter (whose
         # files they may be) lives on.
         if quiet:
             clear_scratch(st.args)
+
+    def pending(self):
+        """Whether a frame waits on fd 0."""
+        return bool(self.reader.buf) or bool(select.select([0], [], [], 0)[0])
 
     def quit(self):
         """The supervisor is gone: so is everything here."""
@@ -304,7 +316,9 @@ def drain(fd):
 
 def import_modules(st, names):
     """Import template modules into this process (the spares and the calls
-    they become have them loaded), and remember which it has."""
+    they become have them loaded), and remember which it has.  Whether it
+    imported any."""
+    before = len(st.preloaded)
     for name in names:
         if name not in st.preloaded:
             try:
@@ -312,3 +326,4 @@ def import_modules(st, names):
                 st.preloaded.add(name)
             except Exception:
                 pass
+    return len(st.preloaded) > before

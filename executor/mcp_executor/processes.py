@@ -69,7 +69,8 @@ def end_processes(st, act, pgid=0, keep=(), stop=False, seen=None):
     before the supervisor's deadline).  seen: the processes signalled
     already, not signalled again (a kill() of a dying one blocks)."""
     pid1 = os.getpid() == 1 and not st.args.direct
-    if pid1 and not keep and alone(st, act):
+    if pid1 and not keep and alone(st, act) and (stop or not st.spares):
+        # (A stop takes the spares too: the next ones are forked after it.)
         if stop:
             kill_round()
         else:
@@ -82,6 +83,10 @@ def end_processes(st, act, pgid=0, keep=(), stop=False, seen=None):
             pass
     if pid1 and st.cgroups.ok:
         if stop:
+            st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seconds=STOP_SECONDS, wait=False, seen=seen)
+        elif alone(st, act):
+            # Beside the spares only: signalled now, their end waited for
+            # by sweep() once the answer has left (as kill(-1) would be).
             st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seconds=STOP_SECONDS, wait=False, seen=seen)
         else:
             st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seen=seen)
@@ -132,16 +137,19 @@ def kill_all(st, seconds=SWEEP_SECONDS):
 def sweep(st, act):
     """After an activity's answer: kill and reap what it left until none of
     it is left (SWEEP_SECONDS at most).  Alone in the sandbox (no other
-    activity, no spare yet): kill_all; beside others: its cgroup until it
-    is empty, sparing what it keeps (a cell's persistent interpreter).  In
-    the usual case this waits for the activity's processes to be torn
-    down, after its answer has left."""
+    activity, no spare): kill_all; beside others or spares: its cgroup
+    until it is empty, sparing what it keeps (a cell's persistent
+    interpreter), and kill_all after all when that did not empty it and
+    only spares were beside it.  In the usual case this waits for the
+    activity's processes to be torn down, after its answer has left."""
     if os.getpid() != 1 or st.args.direct:
         return
     if alone(st, act) and not st.spares:
         kill_all(st)
     elif st.cgroups.ok:
-        st.cgroups.sweep(act.cgroup, act.spared(), reap=lambda: reap(st), seconds=SWEEP_SECONDS)
+        if not st.cgroups.sweep(act.cgroup, act.spared(), reap=lambda: reap(st), seconds=SWEEP_SECONDS) \
+                and alone(st, act):
+            kill_all(st)  # what it left outran the passes (a bomb): everything but PID 1, spares too
 
 
 def reap_leftovers(st, keep):

@@ -1,8 +1,19 @@
 """Spares: children forked ahead of the next call.  In gVisor a fork costs
-15-20 ms (more with numpy loaded): forking right after a call moves that
-cost out of the next call's way.  The set (State.spares) holds a Python
-spare, which serves any call, and once the session ran JavaScript a warm
-Node.js spare with that call's limits.
+15-80 ms of PID 1 (more with numpy loaded): forking right after a call
+moves that cost out of the next call's way.  The set (State.spares) holds
+a Python spare, which serves any call, and once the session ran
+JavaScript a warm Node.js spare with that call's limits.
+
+A session whose client sends a request as soon as it has the answer
+(back to back) keeps a second Python spare for PAIR_SECONDS after such a
+request: the first call of a burst takes one spare, the next finds the
+other ready instead of waiting for a fork (PID 1 cannot fork while it
+serves a call without holding up that call's answer).  A Python spare
+stays alive while another one runs a call: it is root's, not dumpable,
+waits on a pipe only PID 1 holds, and touches nothing of the workspace
+before its own request, so the call cannot reach it (the Node.js spare
+runs as the sandbox user: it never outlives a call that is not its
+own).  A call still never sees an earlier call's process.
 """
 
 import gc
@@ -10,6 +21,7 @@ import json
 import os
 import select
 import signal
+import time
 
 from .child import run_child
 from .limits import base_env
@@ -17,6 +29,8 @@ from .node_call import js_warm_key, js_warm_ok, start_node_spare
 from .processes import exit_of, reap_leftovers
 from .protocol import CHUNK, child_pipes
 from .python_call import warm_up
+
+PAIR_SECONDS = 120.0  # a second Python spare this long after a back-to-back request
 
 
 class Spare:
@@ -30,6 +44,7 @@ class Spare:
         for a child forked for a request already there (no warm_up)."""
         self.args = st.args
         self.st = st
+        self.killed = False
         self.js_key = js_warm_key(js_template) if js_template is not None else None
         (req_r, out_w, err_w, st_w), (self.req_w, self.out_r, self.err_r, self.st_r) = child_pipes()
         self.pid = os.fork()
@@ -48,6 +63,14 @@ class Spare:
         os.dup2(devnull, 1)
         for fd in (self.req_w, self.out_r, self.err_r, self.st_r, devnull):
             os.close(fd)
+        # Nor of the other spares' ends: a spare that lives on beside
+        # another one's call would hold its request pipe open (no EOF).
+        for other in st.spares:
+            for fd in (other.req_w, other.out_r, other.err_r, other.st_r):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         if js_template is not None:
             start_node_spare(st.args, js_template, req_r, out_w, err_w, st_w)  # does not return
         # Warming up takes the faults a call would take, ahead of it: not
@@ -80,6 +103,7 @@ class Spare:
         return exit_of(self.st, self.pid) is None
 
     def kill(self):
+        self.killed = True
         try:
             os.kill(self.pid, signal.SIGKILL)
         except OSError:
@@ -115,40 +139,87 @@ class Spare:
 def take_spare(st, req, cgroup):
     """The spare for req, moved into the activity's cgroup before it has
     its request (so before it forks anything): the warm Node.js if it can
-    serve req, else the Python child (which serves any call), else a
-    Python child forked now.  The other spare goes first: while a call
-    runs, the sandbox holds PID 1, the call's processes and the activities
-    that live on (runs, persistent interpreters), nothing else."""
+    serve req, else a Python child (which serves any call), else a Python
+    child forked now.  The Node.js spare it does not take goes first;
+    another Python spare stays (keeps_spares).  While a call runs, the
+    sandbox holds PID 1, the call's processes, the activities that live
+    on (runs, persistent interpreters) and those Python spares, nothing
+    else."""
     reap_leftovers(st, {spare.pid for spare in st.spares})
     usable = [spare for spare in st.spares if spare.serves(req) and spare.alive()]
     chosen = next((spare for spare in usable if spare.js_key is not None), usable[0] if usable else None)
     if chosen is not None:
         st.spares.remove(chosen)
+    keep = keeps_spares(st)
     for spare in st.spares:
-        spare.kill()  # reaped by drop_spares() once the call has its request
+        if not (keep and spare.js_key is None):
+            spare.kill()  # reaped by drop_killed() once the call has its request
     chosen = chosen or Spare(st, warm=False)
     st.cgroups.move(cgroup, chosen.pid)
     return chosen
 
 
+def keeps_spares(st):
+    """Whether Python spares may live beside a call: only where the call's
+    processes are told from them by their cgroup (in gVisor; not in direct
+    mode, where the call's end is its process group)."""
+    return os.getpid() == 1 and not st.args.direct and st.cgroups.ok
+
+
 def drop_spares(st):
-    """Reap the spares take_spare() killed."""
+    """Kill and reap every spare."""
     while st.spares:
         st.spares.pop().discard()
 
 
-def prepare_spare(st):
-    """Fork the next call's spares: a Python child, and a warm Node.js
-    (with the last JavaScript call's limits) once the session used it."""
+def drop_killed(st):
+    """Reap the spares take_spare() killed, and those that died."""
+    for spare in list(st.spares):
+        if spare.killed or not spare.alive():
+            st.spares.remove(spare)
+            spare.discard()
+
+
+def drop_python_spares(st):
+    """The Python spares were forked before PID 1 imported more template
+    modules: they go, the next ones have them."""
+    for spare in [spare for spare in st.spares if spare.js_key is None]:
+        st.spares.remove(spare)
+        spare.discard()
+
+
+def pair_spares(st):
+    """A request came back to back: keep two Python spares for a while."""
+    if keeps_spares(st):
+        st.paired_until = time.monotonic() + PAIR_SECONDS
+
+
+def prepare_spare(st, pending=lambda: False):
+    """Fork the next call's spares: a Python child (two while the session
+    calls back to back: pair_spares), and a warm Node.js (with the last
+    JavaScript call's limits) once the session used it.  pending():
+    whether a request has come, checked before each fork after the first
+    (the request would wait for it)."""
     # Everything the executor holds goes to the garbage collector's
     # permanent generation: the call's collections then never walk (and
     # so never copy-on-write) the preloaded modules' objects, which in
     # gVisor costs tens of ms with numpy and pandas loaded.
     gc.freeze()
-    templates = [None] if st.js_template is None else [None, st.js_template]
-    for template in templates:
-        if not any((spare.js_key is None) == (template is None) for spare in st.spares):
-            try:
-                st.spares.append(Spare(st, template))
-            except OSError:
-                pass
+    drop_killed(st)  # (kill_all may have ended them)
+    # (Not while a persistent interpreter lives: its next cell would kill
+    # both unused, and a session of cells needs no spare at all.)
+    paired = time.monotonic() < st.paired_until and not any(i.alive for i in st.interpreters.values())
+    python = 2 if paired else 1
+    # The first Python spare, the Node.js one, then the second Python one.
+    kinds = [None] + ([st.js_template] if st.js_template is not None else []) + [None] * (python - 1)
+    forked = 0
+    for template in kinds:
+        have = sum(1 for spare in st.spares if (spare.js_key is None) == (template is None))
+        need = python if template is None else 1
+        if have >= need or (forked and pending()):
+            continue
+        try:
+            st.spares.append(Spare(st, template))
+            forked += 1
+        except OSError:
+            pass

@@ -51,6 +51,7 @@ class State:
         self.args = args
         self.preloaded = set()  # template modules this executor has imported
         self.spares = []  # a Python child, and a warm Node.js once the session ran JavaScript
+        self.paired_until = 0.0  # monotonic time: keep two Python spares until then (spare.py)
         self.js_template = None  # the session's last JavaScript call: the Node.js spare's limits
         self.warm = {}  # in a Python spare: the standard streams warm_up() opened
         self.relay = Relay()  # the egress relay on the sandbox's loopback (egress.py)

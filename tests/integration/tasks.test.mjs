@@ -17,7 +17,7 @@ import assert from 'node:assert/strict';
 import { TEST_TIMEOUT_MS, SLACK_MS, MCP_URL, MCP_TOKEN } from './lib/common.mjs';
 import { Client as Client2, StreamableHTTPClientTransport as Transport2 } from '@modelcontextprotocol/client';
 import { show } from './lib/rpc.mjs';
-import { STATE_DIR } from './lib/hostile.mjs';
+import { STATE_DIR, PY_NO_LEFTOVER } from './lib/hostile.mjs';
 import { otherToken, inventory, effectiveConfig, sessionProcesses } from './lib/host.mjs';
 import { EXT, ISO, NOT_ON_A_TASK, python, getTask, cancelTask, updateTask, tool, modern, handleOf, startTask, untilDone } from './lib/tasks.mjs';
 
@@ -180,7 +180,7 @@ test('tasks/cancel: an empty ack at once, the task settles to cancelled and its 
     assert.equal(task.status, 'cancelled', show(task));
     assert.ok(Date.now() - t0 < PROMPT_MS, 'cancelled within a second or so');
     assert.equal(task.result, undefined);
-    const left = await python({ code: 'import os\nprint(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()) == sorted([1, os.getpid()]))', sandbox: handle });
+    const left = await python({ code: PY_NO_LEFTOVER, sandbox: handle });
     assert.equal(left.result.structuredContent.stdout, 'True\n', `nothing of the task is left: ${show(left.json)}`);
     const again = await cancelTask(created.taskId);
     assert.deepEqual(Object.keys(again.result).filter((k) => k !== '_meta'), ['resultType'], show(again.json));

@@ -102,6 +102,44 @@ print(json.dumps(res))
 
 // ---- host-side look-ups ------------------------------------------------------
 
+/** Who else is in the sandbox during a call.  Besides PID 1 (the
+ * executor) and the call's own processes, only the executor's Python spares
+ * may be there: root's processes, children of PID 1, waiting on a pipe that
+ * only PID 1 holds (a session that calls back to back keeps one beside a
+ * call, executor/mcp_executor/spare.py).  Any other process is a leftover.
+ * PY_OTHERS and JS_OTHERS define others(): [pid, uid, ppid] of every process
+ * but PID 1 and the caller (one that is gone meanwhile is left out). */
+export const PY_OTHERS = String.raw`def others():
+    import os
+    out = []
+    for p in sorted(int(n) for n in os.listdir("/proc") if n.isdigit()):
+        if p in (1, os.getpid()):
+            continue
+        try:
+            d = dict(l.split(":", 1) for l in open("/proc/%d/status" % p) if ":" in l)
+            out.append([p, int(d["Uid"].split()[0]), int(d["PPid"])])
+        except (OSError, ValueError, KeyError):
+            pass
+    return out
+`;
+export const JS_OTHERS = String.raw`const others = () => fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number)
+  .filter((p) => p !== 1 && p !== process.pid).sort((x, y) => x - y).flatMap((p) => {
+    try {
+      const st = fs.readFileSync('/proc/' + p + '/status', 'utf8');
+      return [[p, Number(/^Uid:\s+(\d+)/m.exec(st)[1]), Number(/^PPid:\s+(\d+)/m.exec(st)[1])]];
+    } catch { return []; }
+  });
+`;
+
+/** Python that prints True when nothing but PID 1, the call and the
+ * executor's spares is in the sandbox, else the others. */
+export const PY_NO_LEFTOVER = PY_OTHERS + 'left = [o for o in others() if o[1:] != [0, 1]]\nprint(not left or left)\n';
+
+/** The leftovers among others ([pid, uid, ppid]): what is not a spare. */
+export function leftovers(others) {
+  return (others || []).filter(([, uid, ppid]) => uid !== 0 || ppid !== 1);
+}
+
 export function readMeta(sid) {
   if (!STATE_DIR) return null;
   try {
