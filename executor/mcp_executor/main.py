@@ -174,8 +174,6 @@ class Loop:
         if interp is None:
             interp = self.st.interpreters[lang] = Interpreter(self.st, req)
         # A persistent cell holds the sandbox as a call does: no spare beside it.
-        for spare in self.st.spares:
-            spare.kill()
         drop_spares(self.st)
         return Cell(self.st, req, payload, tag, interp, state_lost=lost)
 
@@ -277,7 +275,7 @@ class Loop:
         # small machine that delays the answer on its way out.  A request
         # that comes first (back to back) is served at once, by the other
         # spare the session keeps from then on, or by a fork on demand.
-        if self.reader.buf or select.select([0], [], [], SPARE_DELAY)[0]:
+        if self.pending(SPARE_DELAY):
             pair_spares(st)
         else:
             prepare_spare(st, self.pending)  # after the imports: the spares have them too
@@ -290,9 +288,9 @@ class Loop:
         if quiet:
             clear_scratch(st.args)
 
-    def pending(self):
-        """Whether a frame waits on fd 0."""
-        return bool(self.reader.buf) or bool(select.select([0], [], [], 0)[0])
+    def pending(self, timeout=0):
+        """Whether a frame waits on fd 0 (or comes within timeout seconds)."""
+        return bool(self.reader.buf) or bool(select.select([0], [], [], timeout)[0])
 
     def quit(self):
         """The supervisor is gone: so is everything here."""

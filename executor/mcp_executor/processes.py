@@ -82,11 +82,10 @@ def end_processes(st, act, pgid=0, keep=(), stop=False, seen=None):
         except OSError:
             pass
     if pid1 and st.cgroups.ok:
-        if stop:
-            st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seconds=STOP_SECONDS, wait=False, seen=seen)
-        elif alone(st, act):
-            # Beside the spares only: signalled now, their end waited for
-            # by sweep() once the answer has left (as kill(-1) would be).
+        if stop or alone(st, act):
+            # (Alone: beside the spares only; signalled now, their end
+            # waited for by sweep() once the answer has left, as after
+            # kill(-1).)
             st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seconds=STOP_SECONDS, wait=False, seen=seen)
         else:
             st.cgroups.sweep(act.cgroup, keep, reap=lambda: reap(st), seen=seen)

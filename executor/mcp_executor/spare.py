@@ -61,16 +61,11 @@ class Spare:
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
-        for fd in (self.req_w, self.out_r, self.err_r, self.st_r, devnull):
-            os.close(fd)
+        os.close(devnull)
         # Nor of the other spares' ends: a spare that lives on beside
         # another one's call would hold its request pipe open (no EOF).
-        for other in st.spares:
-            for fd in (other.req_w, other.out_r, other.err_r, other.st_r):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        for spare in st.spares + [self]:
+            spare.close_ends()
         if js_template is not None:
             start_node_spare(st.args, js_template, req_r, out_w, err_w, st_w)  # does not return
         # Warming up takes the faults a call would take, ahead of it: not
@@ -109,12 +104,16 @@ class Spare:
         except OSError:
             pass
 
-    def discard(self):
+    def close_ends(self):
+        """Close the executor's ends of its pipes."""
         for fd in (self.req_w, self.out_r, self.err_r, self.st_r):
             try:
                 os.close(fd)
             except OSError:
                 pass
+
+    def discard(self):
+        self.close_ends()
         self.kill()
         try:
             os.waitpid(self.pid, 0)
@@ -152,9 +151,8 @@ def take_spare(st, req, cgroup):
     chosen = next((spare for spare in usable if spare.js_key is not None), usable[-1] if usable else None)
     if chosen is not None:
         st.spares.remove(chosen)
-    keep = keeps_spares(st)
     for spare in st.spares:
-        if not (keep and spare.js_key is None):
+        if not (keeps_spares(st) and spare.js_key is None):
             spare.kill()  # reaped by drop_killed() once the call has its request
     chosen = chosen or Spare(st, warm=False)
     st.cgroups.move(cgroup, chosen.pid)
@@ -163,31 +161,27 @@ def take_spare(st, req, cgroup):
 
 def keeps_spares(st):
     """Whether Python spares may live beside a call: only where the call's
-    processes are told from them by their cgroup (in gVisor; not in direct
-    mode, where the call's end is its process group)."""
-    return os.getpid() == 1 and not st.args.direct and st.cgroups.ok
+    processes are told from them by their cgroup (PID 1 in gVisor; never
+    in direct mode, where the call's end is its process group)."""
+    return st.cgroups.ok
 
 
-def drop_spares(st):
-    """Kill and reap every spare."""
-    while st.spares:
-        st.spares.pop().discard()
+def drop_spares(st, which=lambda spare: True):
+    """Kill and reap the spares `which` picks (every one by default)."""
+    for spare in [spare for spare in st.spares if which(spare)]:
+        st.spares.remove(spare)
+        spare.discard()
 
 
 def drop_killed(st):
     """Reap the spares take_spare() killed, and those that died."""
-    for spare in list(st.spares):
-        if spare.killed or not spare.alive():
-            st.spares.remove(spare)
-            spare.discard()
+    drop_spares(st, lambda spare: spare.killed or not spare.alive())
 
 
 def drop_python_spares(st):
     """The Python spares were forked before PID 1 imported more template
     modules: they go, the next ones have them."""
-    for spare in [spare for spare in st.spares if spare.js_key is None]:
-        st.spares.remove(spare)
-        spare.discard()
+    drop_spares(st, lambda spare: spare.js_key is None)
 
 
 def pair_spares(st):
@@ -211,17 +205,14 @@ def prepare_spare(st, pending=lambda: False):
     # (Not while a persistent interpreter lives: its next cell would kill
     # both unused, and a session of cells needs no spare at all.)
     paired = time.monotonic() < st.paired_until and not any(i.alive for i in st.interpreters.values())
-    python = 2 if paired else 1
+    python = (2 if paired else 1) - sum(1 for spare in st.spares if spare.js_key is None)
+    node = st.js_template is not None and all(spare.js_key is None for spare in st.spares)
     # The first Python spare, the Node.js one, then the second Python one.
-    kinds = [None] + ([st.js_template] if st.js_template is not None else []) + [None] * (python - 1)
-    forked = 0
-    for template in kinds:
-        have = sum(1 for spare in st.spares if (spare.js_key is None) == (template is None))
-        need = python if template is None else 1
-        if have >= need or (forked and pending()):
-            continue
+    order = [None] * min(python, 1) + [st.js_template] * node + [None] * (python - 1)
+    for i, template in enumerate(order):
+        if i and pending():
+            break
         try:
             st.spares.append(Spare(st, template))
-            forked += 1
         except OSError:
             pass

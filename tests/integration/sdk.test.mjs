@@ -16,6 +16,7 @@ import {
   initializeBody,
   randomToken,
 } from './lib/common.mjs';
+import { PY_OTHERS, leftovers } from './lib/hostile.mjs';
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 
@@ -134,19 +135,12 @@ test('execute_python: print() output comes back in stdout', opts, async () => {
 });
 
 // The age of the call's process in ms (its start in /proc/self/stat against
-// the uptime), and [pid, uid, ppid] of every other process but PID 1.
-const AGE_AND_OTHERS = String.raw`import json, os
+// the uptime), and others() (lib/hostile.mjs): [pid, uid, ppid] of every
+// other process but PID 1.
+const AGE_AND_OTHERS = PY_OTHERS + String.raw`import json, os
 up = float(open("/proc/uptime").read().split()[0])
 start = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
-others = []
-for p in sorted(int(n) for n in os.listdir("/proc") if n.isdigit()):
-    if p not in (1, os.getpid()):
-        try:
-            d = dict(l.split(":", 1) for l in open("/proc/%d/status" % p) if ":" in l)
-            others.append([p, int(d["Uid"].split()[0]), int(d["PPid"])])
-        except (OSError, ValueError, KeyError):
-            pass
-print(json.dumps({"age_ms": round((up - start) * 1000), "others": others}))
+print(json.dumps({"age_ms": round((up - start) * 1000), "others": others()}))
 `;
 
 test('back to back: a session whose requests come right on the answers keeps a second spare, so the call after a pause and the one right after it both find their process forked ahead; beside a call only root\'s spares', opts, async () => {
@@ -166,7 +160,7 @@ test('back to back: a session whose requests come right on the answers keeps a s
     assert.ok(second.age_ms >= 1000, `so did the one right after it (the second spare), not a fork on demand: ${show(second)}`);
     assert.ok(first.others.length >= 1, `the second spare was there beside the first call: ${show(first)}`);
     for (const r of [first, second]) {
-      assert.deepEqual(r.others.filter(([, uid, ppid]) => uid !== 0 || ppid !== 1), [], `beside a call only root's spares, children of PID 1: ${show(r)}`);
+      assert.deepEqual(leftovers(r.others), [], `beside a call only root's spares, children of PID 1: ${show(r)}`);
     }
   } finally {
     await closeClient(c);
