@@ -32,7 +32,6 @@
 
 #define TICK_MS 1000
 #define REAP_EVERY_MS 60000
-#define POOL_READY_TIMEOUT_MS 30000
 /* What a pool larger than pool_size leaves the host (pool_target): an idle
  * sandbox holds about 35 MiB (scripts/bench, target 5). */
 #define POOL_MEM_KEEP ((int64_t)1 << 30)
@@ -353,7 +352,11 @@ static void fill_pool_once(struct store *st) {
   for (int i = 0; i < want && !stop_requested; i++)
     if (pool_start_begin(st, &starts[n]) == 0)
       n++;
-  int64_t deadline = now_ms() + POOL_READY_TIMEOUT_MS;
+  /* As long as a call waits for its sandbox (ready_wait): on an overloaded
+   * machine a boot may take more than the 30 s this once was, and one
+   * stopped then was a boot's work thrown away, to be done again.  A boot
+   * that is stuck the supervisor ends itself (its READY_TIMEOUT_MS). */
+  int64_t deadline = now_ms() + (int64_t)cfg->ready_wait * 1000;
   for (int i = 0; i < n; i++)
     pool_start_end(st, &starts[i], deadline);
 }

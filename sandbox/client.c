@@ -81,6 +81,13 @@ int supervisor_wait_ready(int fd, int64_t deadline_ms, mcp_error_t *err) {
   if (r == 1 && f.type == FRAME_ERROR) {
     cleanup_free char *msg = xstrndup(f.payload, f.len < 300 ? f.len : 300);
     ret = mcp_fail_public(err, MCP_ERR_SANDBOX, "%s", msg ? msg : "The sandbox failed.");
+  } else if (r == -ETIMEDOUT) {
+    /* Still booting at the deadline: on an overloaded machine boots queue
+     * for max_starting and share the cores with calls.  The sandbox goes
+     * on starting; asking again finds it sooner or ready. */
+    ret = mcp_fail_public(err, MCP_ERR_CAPACITY,
+                          "The server is at capacity: the session's sandbox is still starting (ready_wait passed); "
+                          "try again in a moment.");
   } else if (r != 1 || f.type != FRAME_STATUS || memmem(f.payload, f.len, "\"ready\":true", 12) == NULL) {
     ret = mcp_fail(err, MCP_ERR_SANDBOX, r < 0 ? -r : EPIPE, "the supervisor did not report a ready sandbox");
   }

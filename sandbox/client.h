@@ -40,7 +40,8 @@ int supervisor_spawn(const struct mcp_config *cfg, int dir_fd, const char *name,
 int supervisor_connect(const struct mcp_config *cfg, int dirfd, bool spawn, int64_t wait_ms, mcp_error_t *err);
 /* Ask a connected supervisor whether its sandbox is ready and wait for it
  * until deadline_ms (now_ms() based).  0 when ready; MCP_ERR_SANDBOX with
- * the supervisor's sentence when it could not start one. */
+ * the supervisor's sentence when it could not start one; MCP_ERR_CAPACITY
+ * when it was still starting at the deadline (a busy machine). */
 int supervisor_wait_ready(int fd, int64_t deadline_ms, mcp_error_t *err);
 /* True when a supervisor holds the folder's sup.lock. */
 bool supervisor_alive(int dirfd);
