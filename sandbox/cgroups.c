@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libcgroup.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,23 @@ int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, ui
     }
   }
   return 0; /* a kernel without the counter: no OOM kill can be told */
+}
+
+int cgroups_boot_weight(const struct mcp_config *cfg, const char *container_id, bool booting, mcp_error_t *err) {
+  if (cfg->cgroup_parent[0] == '\0')
+    return 0;
+  char dir[PATH_MAX], file[PATH_MAX + 32];
+  if (controller_path(cfg, "cpu", container_id, dir, sizeof(dir), err) < 0)
+    return -1;
+  /* v1 cpu.shares (default 1024), v2 cpu.weight (default 100). */
+  bool v2 = cgroups_unified();
+  snprintf(file, sizeof(file), "%s/%s", dir, v2 ? "cpu.weight" : "cpu.shares");
+  const char *value = v2 ? (booting ? "400" : "100") : (booting ? "4096" : "1024");
+  cleanup_close int fd = open(file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", file);
+  int r = write_all(fd, value, strlen(value));
+  return r < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, -r, "write %s", file) : 0;
 }
 
 /* A count in a cgroup file (pids.current, memory.current, ...). */

@@ -241,6 +241,17 @@ static int refresh_dir(struct sup *s, mcp_error_t *err) {
   return r < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, -r, "the folder's path") : 0;
 }
 
+/* A booting sandbox goes first on the cores (cgroups_boot_weight).  Best
+ * effort: without a CPU controller to write to it boots at the weight of
+ * any other. */
+static void boot_weight(struct sup *s, bool booting) {
+  if (strcmp(s->cfg.backend, "runsc") != 0)
+    return;
+  mcp_error_t err = NULL;
+  if (cgroups_boot_weight(&s->cfg, s->sb.container_id, booting, &err) < 0)
+    mcp_error_release(&err);
+}
+
 static int sandbox_start(struct sup *s, mcp_error_t *err) {
   int in[2], out[2];
   if (refresh_dir(s, err) < 0)
@@ -277,6 +288,7 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
    * held by dying processes. */
   s->sandbox_pid = s->sb.pid > 0 ? s->sb.pid : runsc_sandbox_pid(&s->cfg, s->sb.container_id);
   s->sandbox_gone = false;
+  boot_weight(s, true);
   if (ret == 1 && hibernate_wake(&s->hib, s->exec_in) < 0)
     restore_lost(s, "the restored executor could not be woken");
   return 0;
@@ -580,6 +592,7 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
   case FRAME_READY:
     s->ready = true;
     boot_release(s);
+    boot_weight(s, false);
     hibernate_woke(&s->hib, &s->sb); /* when it was restored */
     hibernate_idle(&s->hib, NULL);
     note_result(s, f->payload, f->len); /* a restored executor's Y names its live interpreters */
