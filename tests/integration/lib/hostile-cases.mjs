@@ -509,6 +509,11 @@ console.log('survived');
       const { r, sc, ms } = await call(a, probe.code, { timeout_seconds: 3 });
       diag(`cpu loop: ${ms} ms wall, ${show(sc)}`);
       assertWallClockStop(r, sc, ms);
+      // Only a boot goes first on the cores (cpu.shares 4096 until the
+      // executor is ready): a sandbox at work, this spinner's too, weighs
+      // what any other does (cgroup v1; with MCP_STATE_DIR).
+      const cg = sandboxCgroup(a, 'cpu');
+      if (cg?.exists) assert.equal(cg.limit, '1024', `the sandbox's cpu.shares after its boot (${cg.path})`);
     },
     python: {
       name: 'CPU loop: timeout_seconds 3 stops `while True: pass` (timed_out, about 3 s)',

@@ -159,7 +159,7 @@ export function sandboxCgroup(c, controller) {
     const p = path.join(base, parent, `mcp${meta.sandbox_id}`);
     if (fs.existsSync(p)) {
       let limit = '?';
-      const file = { memory: 'memory.limit_in_bytes', pids: 'pids.max' }[controller];
+      const file = { memory: 'memory.limit_in_bytes', pids: 'pids.max', cpu: 'cpu.shares' }[controller];
       try {
         if (file) limit = fs.readFileSync(path.join(p, file), 'utf8').trim();
       } catch {
