@@ -353,9 +353,9 @@ static void fill_pool_once(struct store *st) {
     if (pool_start_begin(st, &starts[n]) == 0)
       n++;
   /* As long as a call waits for its sandbox (ready_wait): on an overloaded
-   * machine a boot may take more than the 30 s this once was, and one
-   * stopped then was a boot's work thrown away, to be done again.  A boot
-   * that is stuck the supervisor ends itself (its READY_TIMEOUT_MS). */
+   * machine a boot may take minutes, and a boot stopped before it is ready
+   * is work thrown away, to be done again.  The supervisor itself ends a
+   * boot that is stuck (READY_TIMEOUT_MS). */
   int64_t deadline = now_ms() + (int64_t)cfg->ready_wait * 1000;
   for (int i = 0; i < n; i++)
     pool_start_end(st, &starts[i], deadline);

@@ -35,10 +35,8 @@ const CALL_TIMEOUT_S = 60;
 // ready_wait for the sandbox (on an overloaded machine, boots queue), then
 // capacity_wait for a slot and the call's timeout.  Beyond ready_wait the
 // server answers "at capacity" (retried below), never silence.
-const SERVER_BOUND_MS = (() => {
-  const cfg = STATE_DIR ? effectiveConfig() : {};
-  return ((cfg.ready_wait ?? 120) + (cfg.capacity_wait ?? 10) + CALL_TIMEOUT_S + 30) * 1000;
-})();
+const cfg = STATE_DIR ? effectiveConfig() : {};
+const SERVER_BOUND_MS = ((cfg.ready_wait ?? 120) + (cfg.capacity_wait ?? 10) + CALL_TIMEOUT_S + 30) * 1000;
 const agent = keepAliveAgent(SESSIONS * 2);
 const sessions = [];
 
@@ -126,7 +124,6 @@ test('afterwards: every load session ended, nothing of them left, nothing beyond
     t.diagnostic('MCP_STATE_DIR is not set: skipping the host-side leftover check');
     return;
   }
-  const cfg = effectiveConfig();
   assert.ok(ids.every((x) => x.sb), 'meta.json named a sandbox for every session');
   const deadline = Date.now() + 30000;
   let left;
