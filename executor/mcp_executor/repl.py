@@ -73,19 +73,28 @@ class Children:
             cls.__init__ = registered
 
     def reap(self, *_):
-        """Between cells: every Popen polls (it reaps its own process and
-        keeps the status), then every other exited child is reaped."""
-        for p in list(self.popens):
-            try:
-                p.poll()
-            except BaseException:
-                pass
+        """Between cells: every exited child is reaped, a Popen's by that
+        Popen (it keeps the status).  waitid(WNOWAIT) names the next exited
+        child without reaping it, so a process that ends while this runs is
+        never taken from its Popen (its poll would then say 0)."""
+        popens = {p.pid: p for p in list(self.popens)}
         while True:
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except (ChildProcessError, OSError):
                 return
-            if pid == 0:
+            if info is None:
+                return
+            p = popens.pop(info.si_pid, None)
+            if p is not None:
+                try:
+                    if p.poll() is not None:
+                        continue
+                except BaseException:
+                    pass
+            try:
+                os.waitpid(info.si_pid, os.WNOHANG)
+            except (ChildProcessError, OSError):
                 return
 
 
