@@ -3,11 +3,16 @@
 
 #include "common/slots.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/policy.h"
 #include "common/util.h"
@@ -50,43 +55,231 @@ static void token_dir_name(const char *token, char name[80]) {
   snprintf(name, 80, "t-%s", policy_name_valid(token) ? token : "_");
 }
 
-int slot_try(const struct mcp_config *cfg, const char *token, int token_max, struct slot_hold *h, enum slot_full *full,
-             mcp_error_t *err) {
-  *h = SLOT_HOLD_NONE;
-  *full = SLOT_FULL_NONE;
-  cleanup_close int sfd = slots_dir(cfg, err);
-  if (sfd < 0)
-    return -1;
-  char name[80];
-  token_dir_name(token, name);
-  cleanup_close int tfd = sub_dir(sfd, name, err);
-  if (tfd < 0)
-    return -1;
-  /* Neither is held while waiting: both are tried, the service's first (a
-   * client is told the server is full when both are). */
-  int g = take_one(sfd, cfg->max_concurrent, err);
-  if (g < 0) {
-    if (g == -EAGAIN)
-      *full = SLOT_FULL_GLOBAL;
-    return g == -EAGAIN ? -EAGAIN : -1;
+/* ---- queues (see slots.h) ---- */
+
+/* The ticket names in queue folder q below `below` (all when NULL), dot
+ * names (a ticket being made) left out: a new array of count strings. */
+static char **ticket_names(int q, const char *below, size_t *count) {
+  *count = 0;
+  if (lseek(q, 0, SEEK_SET) < 0)
+    return NULL;
+  char **names = NULL;
+  size_t cap = 0;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = getdents64(q, buf, sizeof(buf));
+    if (n <= 0)
+      break;
+    for (ssize_t off = 0; off < n;) {
+      struct dirent64 *d = (struct dirent64 *)(buf + off);
+      off += d->d_reclen;
+      if (d->d_name[0] == '.' || (below != NULL && strcmp(d->d_name, below) >= 0))
+        continue;
+      if (*count == cap) {
+        size_t ncap = cap ? cap * 2 : 16;
+        char **grown = realloc(names, ncap * sizeof(*names));
+        if (grown == NULL)
+          return names; /* what fits: a waiter looks again */
+        names = grown;
+        cap = ncap;
+      }
+      if ((names[*count] = strdup(d->d_name)) != NULL)
+        (*count)++;
+    }
   }
-  int t = take_one(tfd, token_max, err);
-  if (t < 0) {
-    close(g);
-    if (t == -EAGAIN)
-      *full = SLOT_FULL_TOKEN;
-    return t == -EAGAIN ? -EAGAIN : -1;
+  return names;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Whether a live ticket stands in queue q before `mine` (any, when NULL).
+ * Tickets whose supervisor died (unlocked) are removed on the way. */
+static bool ticket_ahead(int q, const char *mine) {
+  size_t n;
+  char **names = ticket_names(q, mine, &n);
+  if (names == NULL)
+    return false;
+  qsort(names, n, sizeof(*names), by_name);
+  bool ahead = false;
+  for (size_t i = 0; i < n && !ahead; i++) {
+    int fd = openat(q, names[i], O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+      continue; /* it left */
+    ahead = lock_held_elsewhere(fd);
+    close(fd);
+    if (!ahead)
+      unlinkat(q, names[i], 0);
   }
-  h->token_fd = t;
-  h->global_fd = g;
+  for (size_t i = 0; i < n; i++)
+    free(names[i]);
+  free(names);
+  return ahead;
+}
+
+static void leave_queue(struct slot_wait *w) {
+  if (w->queue_dir >= 0) {
+    unlinkat(w->queue_dir, w->ticket, 0); /* before the lock goes: never seen unlocked */
+    close(w->ticket_fd);
+    close(w->queue_dir);
+  }
+  if (w->notify_fd >= 0)
+    close(w->notify_fd);
+  *w = SLOT_WAIT_NONE;
+}
+
+/* Stand in the queue beside the slots of dir: a locked ticket named by
+ * the monotonic clock (made under a dot name, so that it is never seen
+ * unlocked), and an inotify watch on the folder. */
+static int join_queue(int dir, enum slot_full stage, const char *token, struct slot_wait *w, mcp_error_t *err) {
+  if (mkdirat(dir, "queue", 0700) < 0 && errno != EEXIST)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir slots queue");
+  struct slot_wait n = SLOT_WAIT_NONE;
+  n.stage = stage;
+  snprintf(n.token, sizeof(n.token), "%s", token);
+  n.queue_dir = openat(dir, "queue", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (n.queue_dir < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open slots queue");
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  snprintf(n.ticket, sizeof(n.ticket), "%020llu-%d",
+           (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec, (int)getpid());
+  char tmp[sizeof(n.ticket) + 1];
+  snprintf(tmp, sizeof(tmp), ".%s", n.ticket);
+  char watch[64];
+  snprintf(watch, sizeof(watch), "/proc/self/fd/%d", n.queue_dir);
+  int e = 0;
+  n.ticket_fd = openat(n.queue_dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (n.ticket_fd < 0 || lock_try(n.ticket_fd) < 0 || renameat(n.queue_dir, tmp, n.queue_dir, n.ticket) < 0)
+    e = errno ? errno : EIO;
+  else if ((n.notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
+           inotify_add_watch(n.notify_fd, watch, IN_ATTRIB | IN_DELETE | IN_ONLYDIR) < 0)
+    e = errno;
+  if (e != 0) {
+    if (n.ticket_fd >= 0)
+      unlinkat(n.queue_dir, tmp, 0);
+    leave_queue(&n);
+    return mcp_fail(err, MCP_ERR_INTERNAL, e, "join the slots queue");
+  }
+  *w = n;
   return 0;
 }
 
+/* One slot among n of dir, taken in turn: a call that is not queued takes
+ * one at once when nobody waits, else joins the queue; a queued one takes
+ * one when no live ticket is older.  0 with *fd set, -EAGAIN, or -1. */
+static int take_in_turn(int dir, int n, enum slot_full stage, const char *token, struct slot_wait *w, int *fd,
+                        mcp_error_t *err) {
+  if (w->queue_dir < 0) {
+    cleanup_close int q = openat(dir, "queue", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (q < 0 || !ticket_ahead(q, NULL)) {
+      int r = take_one(dir, n, err);
+      if (r != -EAGAIN) {
+        if (r >= 0)
+          *fd = r;
+        return r >= 0 ? 0 : -1;
+      }
+    }
+    if (join_queue(dir, stage, token, w, err) < 0)
+      return -1;
+    /* A slot freed before the watch was there woke nobody: look once more. */
+  }
+  if (ticket_ahead(w->queue_dir, w->ticket))
+    return -EAGAIN;
+  int r = take_one(dir, n, err);
+  if (r >= 0) {
+    *fd = r;
+    leave_queue(w);
+    return 0;
+  }
+  return r == -EAGAIN ? -EAGAIN : -1;
+}
+
+static void drain(int fd) {
+  char buf[4096];
+  while (read(fd, buf, sizeof(buf)) > 0) {
+  }
+}
+
+int slot_take(const struct mcp_config *cfg, const char *token, int token_max, struct slot_hold *h, struct slot_wait *w,
+              enum slot_full *full, mcp_error_t *err) {
+  *full = SLOT_FULL_NONE;
+  int r = 0;
+  char name[80];
+  token_dir_name(token, name);
+  if (w->queue_dir >= 0 && strcmp(w->token, name) != 0)
+    slot_wait_end(w, h); /* the supervisor's next call is another token's */
+  if (w->notify_fd >= 0)
+    drain(w->notify_fd);
+  if (h->slots_dir < 0 && (h->slots_dir = slots_dir(cfg, err)) < 0)
+    return -1;
+  if (h->token_dir < 0 && (h->token_dir = sub_dir(h->slots_dir, name, err)) < 0)
+    goto fail;
+  if (h->token_fd < 0 && (r = take_in_turn(h->token_dir, token_max, SLOT_FULL_TOKEN, name, w, &h->token_fd, err)) < 0) {
+    if (r != -EAGAIN)
+      goto fail;
+    *full = SLOT_FULL_TOKEN;
+    return -EAGAIN;
+  }
+  r = take_in_turn(h->slots_dir, cfg->max_concurrent, SLOT_FULL_GLOBAL, name, w, &h->global_fd, err);
+  if (r == -EAGAIN) {
+    *full = SLOT_FULL_GLOBAL;
+    return -EAGAIN;
+  }
+  if (r < 0)
+    goto fail;
+  return 0;
+fail:
+  slot_wait_end(w, h);
+  return -1;
+}
+
+int slot_wait_fd(const struct slot_wait *w) { return w->notify_fd; }
+
+void slot_wait_end(struct slot_wait *w, struct slot_hold *h) {
+  leave_queue(w);
+  slot_release(h);
+}
+
+bool slot_global_full(const struct mcp_config *cfg, struct slot_hold *h) {
+  if (h->slots_dir < 0)
+    return true;
+  mcp_error_t err = NULL;
+  int fd = take_one(h->slots_dir, cfg->max_concurrent, &err);
+  mcp_error_release(&err);
+  if (fd < 0)
+    return true;
+  close(fd);
+  return false;
+}
+
+/* Wake the waiters of the queue beside dir's slots, if any wait: the
+ * folder's times change (IN_ATTRIB), a write only while calls queue. */
+static void wake_queue(int dir) {
+  cleanup_close int q = openat(dir, "queue", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (q < 0)
+    return;
+  size_t n;
+  char **names = ticket_names(q, NULL, &n);
+  if (n > 0)
+    futimens(q, NULL);
+  for (size_t i = 0; i < n; i++)
+    free(names[i]);
+  free(names);
+}
+
 void slot_release(struct slot_hold *h) {
-  if (h->global_fd >= 0)
+  if (h->global_fd >= 0) {
     close(h->global_fd);
-  if (h->token_fd >= 0)
+    wake_queue(h->slots_dir);
+  }
+  if (h->token_fd >= 0) {
     close(h->token_fd);
+    wake_queue(h->token_dir);
+  }
+  if (h->slots_dir >= 0)
+    close(h->slots_dir);
+  if (h->token_dir >= 0)
+    close(h->token_dir);
   *h = SLOT_HOLD_NONE;
 }
 

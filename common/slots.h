@@ -3,7 +3,19 @@
  * (common/policy.h).  A slot is an OFD lock on a file below <state>/slots/:
  * N for the service's, t-<token name>/N for a token's.  The supervisor that
  * runs a call holds its slots from the call's start to its end, whatever
- * its client does, and the kernel releases them when that process dies. */
+ * its client does, and the kernel releases them when that process dies.
+ *
+ * Calls that find no slot free get them in the order they asked: each
+ * waits in a queue, the folder queue/ beside the slots (the token's first,
+ * then, holding the token's slot, the service's), as a ticket file named
+ * by the time it joined and locked while its supervisor lives.  Only the
+ * oldest live ticket of a queue takes a slot; a ticket whose supervisor
+ * died is removed by the next waiter that finds it.  A supervisor that
+ * releases a slot while tickets wait touches the queue's folder, and
+ * waiters watch their queue with inotify: a slot is taken as soon as it is
+ * free, not at the next poll, and waiters do not spin.  A token's waiters
+ * stand in the service's queue only up to the token's own limit, so one
+ * tenant's calls cannot fill the line of another's. */
 #ifndef MCP_SLOTS_H
 #define MCP_SLOTS_H
 
@@ -13,6 +25,8 @@
 struct slot_hold {
   int global_fd; /* -1: none held */
   int token_fd;
+  int slots_dir; /* <state>/slots and its t-<name>, open while a slot is */
+  int token_dir; /* held or awaited (to wake the queue on release); -1 */
 };
 
 enum slot_full {
@@ -21,13 +35,39 @@ enum slot_full {
   SLOT_FULL_GLOBAL, /* the service runs max_concurrent calls */
 };
 
-#define SLOT_HOLD_NONE ((struct slot_hold){-1, -1})
+#define SLOT_HOLD_NONE ((struct slot_hold){-1, -1, -1, -1})
 
-/* Take one slot of each kind without waiting: 0 when both are held;
- * -EAGAIN with *full set when one kind has none free (nothing is held
- * then); another negative value with err set on a failure. */
-int slot_try(const struct mcp_config *cfg, const char *token, int token_max, struct slot_hold *h, enum slot_full *full,
-             mcp_error_t *err);
+/* A supervisor's place in a queue (at most one at a time). */
+struct slot_wait {
+  int queue_dir; /* the queue folder of the ticket; -1: not queued */
+  int ticket_fd; /* the ticket, locked */
+  int notify_fd; /* inotify on that folder */
+  enum slot_full stage;
+  char ticket[48];
+  char token[80]; /* t-<name> of the token the wait is for */
+};
+
+#define SLOT_WAIT_NONE ((struct slot_wait){-1, -1, -1, SLOT_FULL_NONE, "", ""})
+/* How often a waiter looks again without being woken: a slot's holder or a
+ * ticket's waiter that died wakes nobody. */
+#define SLOT_WAIT_POLL_MS 250
+
+/* Take one slot of each kind, in turn, without blocking: 0 when both are
+ * held (and the wait ended); -EAGAIN with *full saying which kind has none
+ * free for us yet: the call is in that queue, h may hold the token's slot,
+ * and the caller polls slot_wait_fd(w) (readable: call slot_take again)
+ * and calls again at least every SLOT_WAIT_POLL_MS; another negative value
+ * with err set on a failure (nothing held, no longer queued). */
+int slot_take(const struct mcp_config *cfg, const char *token, int token_max, struct slot_hold *h, struct slot_wait *w,
+              enum slot_full *full, mcp_error_t *err);
+/* The fd to poll while waiting (-1: not waiting); drained by slot_take. */
+int slot_wait_fd(const struct slot_wait *w);
+/* Give up waiting: leave the queue and release what h holds. */
+void slot_wait_end(struct slot_wait *w, struct slot_hold *h);
+/* While waiting in the token's queue: whether the service's slots are all
+ * taken too (what a call told it waited too long is told). */
+bool slot_global_full(const struct mcp_config *cfg, struct slot_hold *h);
+/* Release both slots and wake the queues that wait for them. */
 void slot_release(struct slot_hold *h);
 
 /* Boot slots: at most max_starting sandboxes boot at once across the

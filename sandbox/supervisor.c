@@ -68,7 +68,6 @@
  * and the executor's own kill() and wait() calls block meanwhile. */
 #define DEADLINE_GRACE_MS 5000
 #define MAX_QUICK_DEATHS 3
-#define SLOT_RETRY_MS 25
 #define BOOT_RETRY_MS 50 /* how soon a supervisor without a boot slot tries again */
 #define FINAL_FLUSH_MS 2000
 /* How often a running call's host tasks are counted (see check_tasks), and
@@ -110,10 +109,11 @@ struct sup {
   pid_t sandbox_pid; /* its main host process, -1: unknown */
   bool sandbox_gone; /* we reaped it: the sandbox is dead */
   struct client clients[MAX_CLIENTS];
-  struct slot_hold slots; /* the running call's execution slots */
-  int boot_fd;            /* a boot slot while the sandbox starts (-1: none) */
-  bool boot_waiting;      /* no boot slot was free: try again soon */
-  int call;               /* index of the client whose call runs, -1: none */
+  struct slot_hold slots;     /* the running call's execution slots */
+  struct slot_wait slot_wait; /* the next call's place in a slots queue */
+  int boot_fd;                /* a boot slot while the sandbox starts (-1: none) */
+  bool boot_waiting;          /* no boot slot was free: try again soon */
+  int call;                   /* index of the client whose call runs, -1: none */
   bool call_active;
   bool call_orphaned; /* its client went away: finish, discard */
   bool call_accepted; /* the executor took it (A): a loss now is the call's */
@@ -492,8 +492,9 @@ static void start_call(struct sup *s, int i) {
 }
 
 /* The execution slots for client i's call, without blocking: true when
- * held.  A call that finds none waits, up to capacity_wait, and is then
- * answered that the server (or its token) is at capacity. */
+ * held.  A call that finds none waits its turn (slots.h), up to
+ * capacity_wait, and is then answered that the server (or its token) is
+ * at capacity. */
 static bool take_slots(struct sup *s, int i) {
   struct client *c = &s->clients[i];
   struct token_policy pol = {.max_concurrent = s->cfg.max_concurrent};
@@ -501,7 +502,7 @@ static bool take_slots(struct sup *s, int i) {
   mcp_error_t err = NULL;
   int r = policy_for(&s->cfg, c->token, &pol, &err);
   if (r == 0)
-    r = slot_try(&s->cfg, c->token, pol.max_concurrent, &s->slots, &full, &err);
+    r = slot_take(&s->cfg, c->token, pol.max_concurrent, &s->slots, &s->slot_wait, &full, &err);
   if (r == 0)
     return true;
   int64_t now = now_ms();
@@ -513,6 +514,11 @@ static bool take_slots(struct sup *s, int i) {
   }
   if (r == -EAGAIN && now < c->slot_deadline)
     return false;
+  /* Waited in the token's queue while the service was full too: the
+   * service's limit is the one to name. */
+  if (full == SLOT_FULL_TOKEN && slot_global_full(&s->cfg, &s->slots))
+    full = SLOT_FULL_GLOBAL;
+  slot_wait_end(&s->slot_wait, &s->slots);
   char sentence[200];
   if (full == SLOT_FULL_TOKEN)
     snprintf(sentence, sizeof(sentence),
@@ -538,8 +544,15 @@ static void maybe_start_next(struct sup *s) {
     sandbox_lost(s, false);
     return;
   }
-  if (s->call_active || !s->ready)
+  if (s->call_active)
     return;
+  if (!s->ready) {
+    /* A place in a slots queue is for a call that can start now: one that
+     * waits for its sandbox to start again would hold the line. */
+    if (slot_wait_fd(&s->slot_wait) >= 0)
+      slot_wait_end(&s->slot_wait, &s->slots);
+    return;
+  }
   int best = -1;
   for (int i = 0; i < MAX_CLIENTS; i++) {
     struct client *c = &s->clients[i];
@@ -548,9 +561,11 @@ static void maybe_start_next(struct sup *s) {
   }
   if (best >= 0 && take_slots(s, best))
     start_call(s, best);
+  else if (best < 0 && slot_wait_fd(&s->slot_wait) >= 0)
+    slot_wait_end(&s->slot_wait, &s->slots); /* the waiting call went away */
 }
 
-/* A call waits for slots: look again soon. */
+/* A call waits for slots: look again when woken, or soon. */
 static bool waiting_for_slots(const struct sup *s) {
   for (int i = 0; i < MAX_CLIENTS; i++)
     if (s->clients[i].fd >= 0 && s->clients[i].has_request && s->clients[i].slot_deadline > 0)
@@ -903,8 +918,8 @@ static int loop(struct sup *s) {
     ensure_sandbox(s);
     if (s->quit)
       break;
-    struct pollfd p[3 + MAX_CLIENTS + EGRESS_POLL_MAX];
-    int idx[3 + MAX_CLIENTS + EGRESS_POLL_MAX];
+    struct pollfd p[4 + MAX_CLIENTS + EGRESS_POLL_MAX];
+    int idx[4 + MAX_CLIENTS + EGRESS_POLL_MAX];
     int n = 0;
     p[n] = (struct pollfd){s->sig_fd, POLLIN, 0};
     idx[n++] = -1;
@@ -912,6 +927,9 @@ static int loop(struct sup *s) {
     idx[n++] = -2;
     p[n] = (struct pollfd){s->exec_out, POLLIN, 0};
     idx[n++] = -3;
+    /* Woken when the queue moves (slots.h); slot_take drains it. */
+    p[n] = (struct pollfd){slot_wait_fd(&s->slot_wait), POLLIN, 0};
+    idx[n++] = -5;
     for (int i = 0; i < MAX_CLIENTS; i++) {
       if (s->clients[i].fd < 0)
         continue;
@@ -934,7 +952,7 @@ static int loop(struct sup *s) {
       int64_t left = s->started_at + ready_timeout_ms(s) - now;
       timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
     } else if (waiting_for_slots(s)) {
-      timeout = SLOT_RETRY_MS;
+      timeout = SLOT_WAIT_POLL_MS;
     } else if (!sandbox_busy(s)) {
       int left = hibernate_timeout_ms(&s->hib, now);
       timeout = left >= 0 && left < timeout ? left : timeout;
@@ -962,6 +980,8 @@ static int loop(struct sup *s) {
       else if (idx[k] == -3) {
         if (s->started)
           on_exec_readable(s);
+      } else if (idx[k] == -5) {
+        /* the queue moved: maybe_start_next below looks */
       } else if (s->clients[idx[k]].fd == p[k].fd) {
         if ((p[k].revents & POLLOUT) && client_flush(s, idx[k]) < 0)
           continue;
@@ -1071,6 +1091,7 @@ int supervisor_main(int argc, char **argv) {
   s.exec_in = s.exec_out = s.listen_fd = s.sig_fd = s.lock_fd = -1;
   s.sandbox_pid = -1;
   s.slots = SLOT_HOLD_NONE;
+  s.slot_wait = SLOT_WAIT_NONE;
   s.boot_fd = -1;
   s.call = -1;
   s.quitter = -1;
@@ -1109,7 +1130,7 @@ int supervisor_main(int argc, char **argv) {
   /* A hibernated sandbox: the responders waiting for call.lock may start
    * the next supervisor now that sup.lock is free. */
   hibernate_release(&s.hib);
-  slot_release(&s.slots);
+  slot_wait_end(&s.slot_wait, &s.slots);
   for (int i = 0; i < MAX_CLIENTS; i++) {
     if (s.clients[i].fd < 0)
       continue;

@@ -1,0 +1,196 @@
+/* common/slots.c, execution slots taken in turn: a free slot is taken at
+ * once; calls that find none get them in the order they asked, each woken
+ * (its inotify fd readable) when the queue moves; a waiter that died is
+ * passed over; a token that is full queues in its own line and does not
+ * hold back another token; giving up leaves the queue and frees the
+ * token's slot.  Several "supervisors" in one process: OFD locks of
+ * different opens conflict as between processes. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/settings.h"
+#include "common/slots.h"
+#include "common/util.h"
+#include "tap.h"
+
+#define WAITERS 6
+
+static struct mcp_config cfg;
+
+struct sup {
+  struct slot_hold h;
+  struct slot_wait w;
+};
+
+static struct sup sup_new(void) { return (struct sup){SLOT_HOLD_NONE, SLOT_WAIT_NONE}; }
+
+static int take(struct sup *s, const char *token, int token_max, enum slot_full *full) {
+  mcp_error_t err = NULL;
+  enum slot_full f;
+  int r = slot_take(&cfg, token, token_max, &s->h, &s->w, full ? full : &f, &err);
+  if (r < 0 && r != -EAGAIN)
+    diag("slot_take: %s", mcp_error_public(err));
+  mcp_error_release(&err);
+  return r;
+}
+
+static bool woken(const struct sup *s) {
+  struct pollfd p = {slot_wait_fd(&s->w), POLLIN, 0};
+  return p.fd >= 0 && poll(&p, 1, 0) == 1;
+}
+
+/* Tickets in <state>/slots/<sub>queue. */
+static int tickets(const char *sub) {
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof(path), "%s/slots/%squeue", cfg.state_dir, sub);
+  DIR *d = opendir(path);
+  if (d == NULL)
+    return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+static void order_tests(void) {
+  cfg.max_concurrent = 1;
+  struct sup holder = sup_new();
+  is_int(take(&holder, "alpha", 8, NULL), 0, "a free slot is taken at once");
+  ok(holder.h.global_fd >= 0 && holder.h.token_fd >= 0, "both the service's and the token's slot are held");
+  is_int(slot_wait_fd(&holder.w), -1, "and nothing waits");
+
+  struct sup w[WAITERS];
+  for (int i = 0; i < WAITERS; i++) {
+    w[i] = sup_new();
+    enum slot_full full;
+    is_int(take(&w[i], "alpha", 8, &full), -EAGAIN, "call %d finds the service full: it waits", i);
+    is_int(full, SLOT_FULL_GLOBAL, "in the service's queue, holding its token's slot (%d)", i);
+  }
+  is_int(tickets(""), WAITERS, "%d tickets in slots/queue", WAITERS);
+  ok(!woken(&w[0]), "nobody is woken while the slot stays held");
+
+  slot_release(&holder.h);
+  ok(woken(&w[0]) && woken(&w[WAITERS - 1]), "releasing the slot wakes the waiters");
+  /* Everyone looks, the last comers first: only the oldest takes it. */
+  for (int i = WAITERS - 1; i > 0; i--)
+    is_int(take(&w[i], "alpha", 8, NULL), -EAGAIN, "call %d, younger, waits on", i);
+  is_int(take(&w[0], "alpha", 8, NULL), 0, "the oldest call takes the slot");
+  is_int(slot_wait_fd(&w[0].w), -1, "and left the queue");
+  for (int i = 1; i < WAITERS; i++) {
+    is_int(take(&w[i], "alpha", 8, NULL), -EAGAIN, "while call %d runs, call %d waits", i - 1, i);
+    slot_release(&w[i - 1].h);
+    ok(woken(&w[i]), "call %d's end wakes call %d", i - 1, i);
+    if (i + 1 < WAITERS)
+      is_int(take(&w[i + 1], "alpha", 8, NULL), -EAGAIN, "call %d, behind it, still waits", i + 1);
+    is_int(take(&w[i], "alpha", 8, NULL), 0, "call %d takes the slot in its turn", i);
+  }
+  slot_release(&w[WAITERS - 1].h);
+  is_int(tickets(""), 0, "the queue is empty afterwards");
+}
+
+static void dead_waiter_tests(void) {
+  cfg.max_concurrent = 1;
+  struct sup holder = sup_new();
+  is_int(take(&holder, "alpha", 8, NULL), 0, "a slot is held");
+  int ready[2];
+  if (pipe(ready) < 0)
+    bail_out("pipe: %s", strerror(errno));
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct sup dead = sup_new();
+    char c = take(&dead, "alpha", 8, NULL) == -EAGAIN ? 'q' : 'x';
+    if (write(ready[1], &c, 1) != 1)
+      _exit(1);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  is_int(read(ready[0], &c, 1), 1, "a waiter in another process");
+  is_int(c, 'q', "is queued");
+  struct sup next = sup_new();
+  is_int(take(&next, "alpha", 8, NULL), -EAGAIN, "a second waiter stands behind it");
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  close(ready[0]);
+  close(ready[1]);
+  is_int(tickets(""), 2, "the dead waiter's ticket is still there");
+  slot_release(&holder.h);
+  ok(woken(&next), "the release wakes the live waiter");
+  is_int(take(&next, "alpha", 8, NULL), 0, "which takes the slot: the dead one is passed over");
+  is_int(tickets(""), 0, "and its ticket is gone");
+  slot_release(&next.h);
+}
+
+static void token_tests(void) {
+  cfg.max_concurrent = 2;
+  struct sup a1 = sup_new(), a2 = sup_new(), b = sup_new();
+  is_int(take(&a1, "alpha", 1, NULL), 0, "alpha's only call slot");
+  enum slot_full full;
+  is_int(take(&a2, "alpha", 1, &full), -EAGAIN, "alpha's second call waits");
+  is_int(full, SLOT_FULL_TOKEN, "in alpha's own queue");
+  is_int(a2.h.token_fd, -1, "holding nothing");
+  is_int(tickets("t-alpha/"), 1, "one ticket in slots/t-alpha/queue");
+  is_int(take(&b, "beta", 1, NULL), 0, "beta's call is not held back by alpha's waiting one");
+  ok(slot_global_full(&cfg, &a2.h), "the service's slots are all taken now");
+  slot_release(&b.h);
+  ok(!slot_global_full(&cfg, &a2.h), "and one is free after beta's call");
+  slot_wait_end(&a2.w, &a2.h);
+  is_int(tickets("t-alpha/"), 0, "giving up leaves the queue");
+  slot_release(&a1.h);
+
+  /* Given up in the service's queue: the token's slot it held is free again. */
+  cfg.max_concurrent = 1;
+  struct sup g = sup_new(), q = sup_new(), t = sup_new();
+  is_int(take(&g, "beta", 1, NULL), 0, "beta takes the service's only slot");
+  is_int(take(&q, "alpha", 1, &full), -EAGAIN, "alpha's call waits");
+  is_int(full, SLOT_FULL_GLOBAL, "for the service's slot, holding alpha's");
+  is_int(take(&t, "alpha", 1, &full), -EAGAIN, "alpha's next call waits");
+  is_int(full, SLOT_FULL_TOKEN, "for alpha's slot");
+  slot_wait_end(&q.w, &q.h);
+  ok(woken(&t), "giving up wakes alpha's queue");
+  is_int(take(&t, "alpha", 1, &full), -EAGAIN, "alpha's next call has the token's slot now");
+  is_int(full, SLOT_FULL_GLOBAL, "and waits for the service's");
+  ok(t.h.token_fd >= 0, "holding alpha's slot");
+  slot_release(&g.h);
+  is_int(take(&t, "alpha", 1, NULL), 0, "it runs once beta's call ended");
+  slot_release(&t.h);
+  is_int(tickets("") + tickets("t-alpha/") + tickets("t-beta/"), 0, "no ticket is left");
+}
+
+int main(void) {
+  config_defaults(&cfg);
+  char dir[] = "/tmp/mcp-slots-XXXXXX";
+  if (mkdtemp(dir) == NULL)
+    bail_out("mkdtemp: %s", strerror(errno));
+  snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", dir);
+  char slots[sizeof(dir) + 8];
+  snprintf(slots, sizeof(slots), "%s/slots", dir);
+  if (mkdir(slots, 0700) < 0)
+    bail_out("mkdir %s: %s", slots, strerror(errno));
+  order_tests();
+  dead_waiter_tests();
+  token_tests();
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    mcp_error_t err = NULL;
+    remove_tree_at(dfd, "slots", &err);
+    mcp_error_release(&err);
+    close(dfd);
+  }
+  rmdir(dir);
+  return done_testing();
+}
