@@ -461,6 +461,29 @@ static uint64_t json_u64(const cJSON *o, const char *key, uint64_t dflt) {
   return cJSON_IsNumber(v) && v->valuedouble >= 0 ? (uint64_t)v->valuedouble : dflt;
 }
 
+/* Before a call starts: host tasks above the guard's line were left by an
+ * earlier call (gVisor keeps them after a fork bomb, and a bomb stopped at
+ * its wall clock may never have crossed the line while it ran).  The call
+ * would be cut at the guard's first count and blamed for them: a new
+ * sandbox with the same workspace takes it instead (the request stays
+ * queued).  Not while a background run shares the sandbox: check_tasks
+ * stops the one at fault. */
+static bool tasks_left_over(struct sup *s) {
+  if (s->cfg.sandbox_pids <= 0 || s->tasks_cut || bg_runs_active(&s->runs) > 0)
+    return false;
+  uint64_t tasks = 0;
+  mcp_error_t err = NULL;
+  if (cgroups_tasks(&s->cfg, s->sb.container_id, &tasks, &err) < 0) {
+    mcp_error_release(&err);
+    return false;
+  }
+  if (tasks < (uint64_t)s->cfg.sandbox_pids / 4 * 3)
+    return false;
+  fprintf(stderr, "mcp-sandboxd %s: %llu host tasks of %d left by earlier calls; a new sandbox for the next call\n",
+          s->sb.id, (unsigned long long)tasks, s->cfg.sandbox_pids);
+  return true;
+}
+
 static void start_call(struct sup *s, int i) {
   struct client *c = &s->clients[i];
   cleanup_cjson cJSON *req = cJSON_ParseWithLength(c->request.data, c->request.len);
@@ -558,6 +581,10 @@ static void maybe_start_next(struct sup *s) {
     struct client *c = &s->clients[i];
     if (c->fd >= 0 && c->has_request && (best < 0 || c->queued_at < s->clients[best].queued_at))
       best = i;
+  }
+  if (best >= 0 && slot_wait_fd(&s->slot_wait) < 0 && tasks_left_over(s)) {
+    sandbox_end(s, false, false);
+    return;
   }
   if (best >= 0 && take_slots(s, best))
     start_call(s, best);
