@@ -31,6 +31,7 @@ from .protocol import CHUNK, child_pipes
 from .python_call import warm_up
 
 PAIR_SECONDS = 120.0  # a second Python spare this long after a back-to-back request
+FRESH_SECONDS = 1.0  # a spare this young may still be warming up
 
 
 class Spare:
@@ -46,6 +47,7 @@ class Spare:
         self.st = st
         self.killed = False
         self.js_key = js_warm_key(js_template) if js_template is not None else None
+        self.born = time.monotonic()
         (req_r, out_w, err_w, st_w), (self.req_w, self.out_r, self.err_r, self.st_r) = child_pipes()
         self.pid = os.fork()
         if self.pid == 0:
@@ -147,8 +149,14 @@ def take_spare(st, req, cgroup):
     reap_leftovers(st, {spare.pid for spare in st.spares})
     usable = [spare for spare in st.spares if spare.serves(req) and spare.alive()]
     # Of two Python spares the newest: one that waited while PID 1 forked
-    # the other took a paced call 4-7 ms longer on the dev stack.
-    chosen = next((spare for spare in usable if spare.js_key is not None), usable[-1] if usable else None)
+    # the other took a paced call 4-7 ms longer on the dev stack.  Not one
+    # forked just now (a request that came too late to count as back to
+    # back, while PID 1 forked it): it may still be warming up, and the
+    # older one is ready.
+    python = [spare for spare in usable if spare.js_key is None]
+    ready = [spare for spare in python if time.monotonic() - spare.born >= FRESH_SECONDS]
+    newest = ready[-1] if ready else (python[-1] if python else None)
+    chosen = next((spare for spare in usable if spare.js_key is not None), newest)
     if chosen is not None:
         st.spares.remove(chosen)
     for spare in st.spares:
