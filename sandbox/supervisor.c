@@ -537,9 +537,11 @@ static bool take_slots(struct sup *s, int i) {
   }
   if (r == -EAGAIN && now < c->slot_deadline)
     return false;
-  /* Waited in the token's queue while the service was full too: the
-   * service's limit is the one to name. */
-  if (full == SLOT_FULL_TOKEN && slot_global_full(&s->cfg, &s->slots))
+  /* The token's limit is named only where it is the narrower one and the
+   * service had room: a token whose limit is the service's (one tenant's
+   * fair share is all of it) or that waited while the service was full
+   * too is told the server is at capacity. */
+  if (full == SLOT_FULL_TOKEN && (pol.max_concurrent >= s->cfg.max_concurrent || slot_global_full(&s->cfg, &s->slots)))
     full = SLOT_FULL_GLOBAL;
   slot_wait_end(&s->slot_wait, &s->slots);
   char sentence[200];
