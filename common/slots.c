@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,20 +58,20 @@ static void token_dir_name(const char *token, char name[80]) {
 
 /* ---- queues (see slots.h) ---- */
 
-/* The ticket names in queue folder q below `below` (all when NULL), dot
- * names (a ticket being made) left out: a new array of count strings. */
-static char **ticket_names(int q, const char *below, size_t *count) {
+/* Up to max ticket names in queue folder q below `below` (all when NULL),
+ * dot names (a ticket being made) left out: a new array of count strings. */
+static char **ticket_names(int q, const char *below, size_t max, size_t *count) {
   *count = 0;
   if (lseek(q, 0, SEEK_SET) < 0)
     return NULL;
   char **names = NULL;
   size_t cap = 0;
   char buf[4096];
-  for (;;) {
+  while (*count < max) {
     ssize_t n = getdents64(q, buf, sizeof(buf));
     if (n <= 0)
       break;
-    for (ssize_t off = 0; off < n;) {
+    for (ssize_t off = 0; off < n && *count < max;) {
       struct dirent64 *d = (struct dirent64 *)(buf + off);
       off += d->d_reclen;
       if (d->d_name[0] == '.' || (below != NULL && strcmp(d->d_name, below) >= 0))
@@ -96,7 +97,7 @@ static int by_name(const void *a, const void *b) { return strcmp(*(char *const *
  * Tickets whose supervisor died (unlocked) are removed on the way. */
 static bool ticket_ahead(int q, const char *mine) {
   size_t n;
-  char **names = ticket_names(q, mine, &n);
+  char **names = ticket_names(q, mine, SIZE_MAX, &n);
   if (names == NULL)
     return false;
   qsort(names, n, sizeof(*names), by_name);
@@ -130,11 +131,10 @@ static void leave_queue(struct slot_wait *w) {
 /* Stand in the queue beside the slots of dir: a locked ticket named by
  * the monotonic clock (made under a dot name, so that it is never seen
  * unlocked), and an inotify watch on the folder. */
-static int join_queue(int dir, enum slot_full stage, const char *token, struct slot_wait *w, mcp_error_t *err) {
+static int join_queue(int dir, const char *token, struct slot_wait *w, mcp_error_t *err) {
   if (mkdirat(dir, "queue", 0700) < 0 && errno != EEXIST)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir slots queue");
   struct slot_wait n = SLOT_WAIT_NONE;
-  n.stage = stage;
   snprintf(n.token, sizeof(n.token), "%s", token);
   n.queue_dir = openat(dir, "queue", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (n.queue_dir < 0)
@@ -167,8 +167,7 @@ static int join_queue(int dir, enum slot_full stage, const char *token, struct s
 /* One slot among n of dir, taken in turn: a call that is not queued takes
  * one at once when nobody waits, else joins the queue; a queued one takes
  * one when no live ticket is older.  0 with *fd set, -EAGAIN, or -1. */
-static int take_in_turn(int dir, int n, enum slot_full stage, const char *token, struct slot_wait *w, int *fd,
-                        mcp_error_t *err) {
+static int take_in_turn(int dir, int n, const char *token, struct slot_wait *w, int *fd, mcp_error_t *err) {
   if (w->queue_dir < 0) {
     cleanup_close int q = openat(dir, "queue", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (q < 0 || !ticket_ahead(q, NULL)) {
@@ -179,7 +178,7 @@ static int take_in_turn(int dir, int n, enum slot_full stage, const char *token,
         return r >= 0 ? 0 : -1;
       }
     }
-    if (join_queue(dir, stage, token, w, err) < 0)
+    if (join_queue(dir, token, w, err) < 0)
       return -1;
     /* A slot freed before the watch was there woke nobody: look once more. */
   }
@@ -214,13 +213,13 @@ int slot_take(const struct mcp_config *cfg, const char *token, int token_max, st
     return -1;
   if (h->token_dir < 0 && (h->token_dir = sub_dir(h->slots_dir, name, err)) < 0)
     goto fail;
-  if (h->token_fd < 0 && (r = take_in_turn(h->token_dir, token_max, SLOT_FULL_TOKEN, name, w, &h->token_fd, err)) < 0) {
+  if (h->token_fd < 0 && (r = take_in_turn(h->token_dir, token_max, name, w, &h->token_fd, err)) < 0) {
     if (r != -EAGAIN)
       goto fail;
     *full = SLOT_FULL_TOKEN;
     return -EAGAIN;
   }
-  r = take_in_turn(h->slots_dir, cfg->max_concurrent, SLOT_FULL_GLOBAL, name, w, &h->global_fd, err);
+  r = take_in_turn(h->slots_dir, cfg->max_concurrent, name, w, &h->global_fd, err);
   if (r == -EAGAIN) {
     *full = SLOT_FULL_GLOBAL;
     return -EAGAIN;
@@ -259,7 +258,7 @@ static void wake_queue(int dir) {
   if (q < 0)
     return;
   size_t n;
-  char **names = ticket_names(q, NULL, &n);
+  char **names = ticket_names(q, NULL, 1, &n); /* one is enough to know */
   if (n > 0)
     futimens(q, NULL);
   for (size_t i = 0; i < n; i++)

@@ -42,12 +42,11 @@ struct slot_wait {
   int queue_dir; /* the queue folder of the ticket; -1: not queued */
   int ticket_fd; /* the ticket, locked */
   int notify_fd; /* inotify on that folder */
-  enum slot_full stage;
   char ticket[48];
   char token[80]; /* t-<name> of the token the wait is for */
 };
 
-#define SLOT_WAIT_NONE ((struct slot_wait){-1, -1, -1, SLOT_FULL_NONE, "", ""})
+#define SLOT_WAIT_NONE ((struct slot_wait){-1, -1, -1, "", ""})
 /* How often a waiter looks again without being woken: a slot's holder or a
  * ticket's waiter that died wakes nobody. */
 #define SLOT_WAIT_POLL_MS 250

@@ -368,6 +368,17 @@ static void send_call_result(struct sup *s, const char *json) {
  * rather than one that cuts every call. */
 static bool tasks_watched(const struct sup *s) { return s->call_active || bg_runs_active(&s->runs) > 0; }
 
+/* Whether the sandbox's host tasks (*tasks) reach the guard's line, 3/4
+ * of sandbox_pids; not without a pids cgroup (yet): nothing to compare. */
+static bool tasks_over_line(struct sup *s, uint64_t *tasks) {
+  mcp_error_t err = NULL;
+  if (cgroups_tasks(&s->cfg, s->sb.container_id, tasks, &err) < 0) {
+    mcp_error_release(&err);
+    return false;
+  }
+  return *tasks >= (uint64_t)s->cfg.sandbox_pids / 4 * 3;
+}
+
 static void check_tasks(struct sup *s) {
   int64_t now = now_ms();
   if (!s->ready || s->tasks_cut || s->cfg.sandbox_pids <= 0 || !tasks_watched(s) ||
@@ -375,12 +386,7 @@ static void check_tasks(struct sup *s) {
     return;
   s->tasks_checked_at = now;
   uint64_t tasks = 0;
-  mcp_error_t err = NULL;
-  if (cgroups_tasks(&s->cfg, s->sb.container_id, &tasks, &err) < 0) {
-    mcp_error_release(&err); /* no pids cgroup (yet): nothing to compare */
-    return;
-  }
-  if (tasks < (uint64_t)s->cfg.sandbox_pids / 4 * 3)
+  if (!tasks_over_line(s, &tasks))
     return;
   fprintf(stderr, "mcp-sandboxd %s: the sandbox holds %llu host tasks of %d; stopping the call or run at fault\n",
           s->sb.id, (unsigned long long)tasks, s->cfg.sandbox_pids);
@@ -472,12 +478,7 @@ static bool tasks_left_over(struct sup *s) {
   if (s->cfg.sandbox_pids <= 0 || s->tasks_cut || bg_runs_active(&s->runs) > 0)
     return false;
   uint64_t tasks = 0;
-  mcp_error_t err = NULL;
-  if (cgroups_tasks(&s->cfg, s->sb.container_id, &tasks, &err) < 0) {
-    mcp_error_release(&err);
-    return false;
-  }
-  if (tasks < (uint64_t)s->cfg.sandbox_pids / 4 * 3)
+  if (!tasks_over_line(s, &tasks))
     return false;
   fprintf(stderr, "mcp-sandboxd %s: %llu host tasks of %d left by earlier calls; a new sandbox for the next call\n",
           s->sb.id, (unsigned long long)tasks, s->cfg.sandbox_pids);

@@ -173,7 +173,9 @@ static void token_tests(void) {
 
 int main(void) {
   config_defaults(&cfg);
-  char dir[] = "/tmp/mcp-slots-XXXXXX";
+  const char *t = getenv("TMPDIR");
+  char dir[PATH_MAX - 16];
+  snprintf(dir, sizeof(dir), "%s/mcp-slots-XXXXXX", t && *t ? t : "/tmp");
   if (mkdtemp(dir) == NULL)
     bail_out("mkdtemp: %s", strerror(errno));
   snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", dir);
