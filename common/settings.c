@@ -223,6 +223,10 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->max_concurrent = (int)(n > 0 ? 4 * n : 4);
   }
+  if (cfg->token_busy_concurrent == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->token_busy_concurrent = (int)(n > 0 ? n : 1);
+  }
   if (cfg->max_starting == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     /* Not the cores alone: a boot waits on I/O as well (2 at a time on 2

@@ -18,9 +18,9 @@
 #include "common/policy.h"
 #include "common/util.h"
 
-/* A free slot among n lock files of dirfd, or -EAGAIN. */
-static int take_one(int dirfd, int n, mcp_error_t *err) {
-  for (int i = 0; i < n; i++) {
+/* A free slot among lock files from..to-1 of dirfd, or -EAGAIN. */
+static int take_range(int dirfd, int from, int to, mcp_error_t *err) {
+  for (int i = from; i < to; i++) {
     char name[16];
     snprintf(name, sizeof(name), "%d", i);
     int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -31,6 +31,48 @@ static int take_one(int dirfd, int n, mcp_error_t *err) {
     close(fd);
   }
   return -EAGAIN;
+}
+
+/* A free slot among n lock files of dirfd, or -EAGAIN. */
+static int take_one(int dirfd, int n, mcp_error_t *err) { return take_range(dirfd, 0, n, err); }
+
+int (*slot_cpu_read)(struct cpu_sample *s) = cpu_sample_read;
+
+/* Whether the CPU has room for a call beyond its token's busy share: at
+ * least half a core idle since w's last look, SLOT_CPU_LOOK_MS to a second
+ * ago (unknown counts as room).  A look without such a window before it
+ * starts one. */
+static bool cpu_has_room(struct slot_wait *w) {
+  static long cores;
+  if (cores <= 0 && (cores = sysconf(_SC_NPROCESSORS_ONLN)) <= 0)
+    cores = 1;
+  int64_t t = now_ms();
+  if (w->cpu_at > 0 && t - w->cpu_at < SLOT_CPU_LOOK_MS)
+    return false; /* too short a window to tell */
+  struct cpu_sample now;
+  if (slot_cpu_read(&now) < 0)
+    return true;
+  int idle = w->cpu_at > 0 && t - w->cpu_at <= 1000 ? cpu_idle_percent(&w->cpu, &now) : -2;
+  w->cpu = now;
+  w->cpu_at = t;
+  if (idle == -2)
+    return false;
+  return idle < 0 || idle * cores >= 50;
+}
+
+/* A free slot among n of dir for a call of a token whose busy share is
+ * busy: one of the first busy at once, a further one while the CPU has
+ * room (*cpu_wait set when it had none), or -EAGAIN. */
+static int take_free(int dir, int n, int busy, struct slot_wait *w, bool *cpu_wait, mcp_error_t *err) {
+  int r = take_range(dir, 0, busy < n ? busy : n, err);
+  if (r != -EAGAIN || busy >= n)
+    return r;
+  if (!cpu_has_room(w)) {
+    *cpu_wait = true;
+    return -EAGAIN;
+  }
+  w->cpu_at = 0;
+  return take_range(dir, busy, n, err);
 }
 
 /* <state>/slots, opened. */
@@ -136,6 +178,8 @@ static int join_queue(int dir, const char *token, struct slot_wait *w, mcp_error
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir slots queue");
   struct slot_wait n = SLOT_WAIT_NONE;
   snprintf(n.token, sizeof(n.token), "%s", token);
+  n.cpu = w->cpu; /* a look at the CPU before it joined goes on */
+  n.cpu_at = w->cpu_at;
   n.queue_dir = openat(dir, "queue", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (n.queue_dir < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open slots queue");
@@ -164,14 +208,16 @@ static int join_queue(int dir, const char *token, struct slot_wait *w, mcp_error
   return 0;
 }
 
-/* One slot among n of dir, taken in turn: a call that is not queued takes
- * one at once when nobody waits, else joins the queue; a queued one takes
- * one when no live ticket is older.  0 with *fd set, -EAGAIN, or -1. */
-static int take_in_turn(int dir, int n, const char *token, struct slot_wait *w, int *fd, mcp_error_t *err) {
+/* One slot among n of dir (busy of them without a look at the CPU),
+ * taken in turn: a call that is not queued takes one at once when nobody
+ * waits, else joins the queue; a queued one takes one when no live ticket
+ * is older.  0 with *fd set, -EAGAIN, or -1. */
+static int take_in_turn(int dir, int n, int busy, const char *token, struct slot_wait *w, int *fd, bool *cpu_wait,
+                        mcp_error_t *err) {
   if (w->queue_dir < 0) {
     cleanup_close int q = openat(dir, "queue", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (q < 0 || !ticket_ahead(q, NULL)) {
-      int r = take_one(dir, n, err);
+      int r = take_free(dir, n, busy, w, cpu_wait, err);
       if (r != -EAGAIN) {
         if (r >= 0)
           *fd = r;
@@ -184,7 +230,7 @@ static int take_in_turn(int dir, int n, const char *token, struct slot_wait *w, 
   }
   if (ticket_ahead(w->queue_dir, w->ticket))
     return -EAGAIN;
-  int r = take_one(dir, n, err);
+  int r = take_free(dir, n, busy, w, cpu_wait, err);
   if (r >= 0) {
     *fd = r;
     leave_queue(w);
@@ -199,10 +245,11 @@ static void drain(int fd) {
   }
 }
 
-int slot_take(const struct mcp_config *cfg, const char *token, int token_max, struct slot_hold *h, struct slot_wait *w,
-              enum slot_full *full, mcp_error_t *err) {
+int slot_take(const struct mcp_config *cfg, const char *token, int token_max, int token_busy, struct slot_hold *h,
+              struct slot_wait *w, enum slot_full *full, mcp_error_t *err) {
   *full = SLOT_FULL_NONE;
   int r = 0;
+  bool cpu_wait = false;
   char name[80];
   token_dir_name(token, name);
   if (w->queue_dir >= 0 && strcmp(w->token, name) != 0)
@@ -213,13 +260,14 @@ int slot_take(const struct mcp_config *cfg, const char *token, int token_max, st
     return -1;
   if (h->token_dir < 0 && (h->token_dir = sub_dir(h->slots_dir, name, err)) < 0)
     goto fail;
-  if (h->token_fd < 0 && (r = take_in_turn(h->token_dir, token_max, name, w, &h->token_fd, err)) < 0) {
+  if (h->token_fd < 0 &&
+      (r = take_in_turn(h->token_dir, token_max, token_busy, name, w, &h->token_fd, &cpu_wait, err)) < 0) {
     if (r != -EAGAIN)
       goto fail;
-    *full = SLOT_FULL_TOKEN;
+    *full = cpu_wait ? SLOT_FULL_CPU : SLOT_FULL_TOKEN;
     return -EAGAIN;
   }
-  r = take_in_turn(h->slots_dir, cfg->max_concurrent, name, w, &h->global_fd, err);
+  r = take_in_turn(h->slots_dir, cfg->max_concurrent, cfg->max_concurrent, name, w, &h->global_fd, &cpu_wait, err);
   if (r == -EAGAIN) {
     *full = SLOT_FULL_GLOBAL;
     return -EAGAIN;
@@ -233,6 +281,8 @@ fail:
 }
 
 int slot_wait_fd(const struct slot_wait *w) { return w->notify_fd; }
+
+int slot_wait_ms(const struct slot_wait *w) { return w->cpu_at > 0 ? SLOT_CPU_LOOK_MS : SLOT_WAIT_POLL_MS; }
 
 void slot_wait_end(struct slot_wait *w, struct slot_hold *h) {
   leave_queue(w);

@@ -15,12 +15,22 @@
  * waiters watch their queue with inotify: a slot is taken as soon as it is
  * free, not at the next poll, and waiters do not spin.  A token's waiters
  * stand in the service's queue only up to the token's own limit, so one
- * tenant's calls cannot fill the line of another's. */
+ * tenant's calls cannot fill the line of another's.
+ *
+ * Beyond its busy share (token_busy_concurrent, the cores by default) a
+ * token's call also waits for the CPU: the first in the token's line takes
+ * one of the token's further slots only when the machine's CPU was at least
+ * half a core idle over the last SLOT_CPU_LOOK_MS.  On busy cores more of
+ * one token's calls at once finish no sooner and each costs more CPU (more
+ * sentries and stubs share the caches); calls that sleep or wait on the
+ * network leave the CPU idle and are let in.  Other tokens are not held:
+ * each token's line is its own. */
 #ifndef MCP_SLOTS_H
 #define MCP_SLOTS_H
 
 #include "common/error.h"
 #include "common/settings.h"
+#include "common/util.h"
 
 struct slot_hold {
   int global_fd; /* -1: none held */
@@ -33,6 +43,7 @@ enum slot_full {
   SLOT_FULL_NONE,
   SLOT_FULL_TOKEN,  /* the token runs its max_concurrent calls */
   SLOT_FULL_GLOBAL, /* the service runs max_concurrent calls */
+  SLOT_FULL_CPU,    /* the token runs its busy share and the CPU is busy */
 };
 
 #define SLOT_HOLD_NONE ((struct slot_hold){-1, -1, -1, -1})
@@ -43,24 +54,34 @@ struct slot_wait {
   int ticket_fd; /* the ticket, locked */
   int notify_fd; /* inotify on that folder */
   char ticket[48];
-  char token[80]; /* t-<name> of the token the wait is for */
+  char token[80];        /* t-<name> of the token the wait is for */
+  struct cpu_sample cpu; /* the CPU when it was last looked at while */
+  int64_t cpu_at;        /* waiting for it (monotonic ms; 0: not) */
 };
 
-#define SLOT_WAIT_NONE ((struct slot_wait){-1, -1, -1, "", ""})
+#define SLOT_WAIT_NONE ((struct slot_wait){-1, -1, -1, "", "", {0, 0}, 0})
 /* How often a waiter looks again without being woken: a slot's holder or a
  * ticket's waiter that died wakes nobody. */
 #define SLOT_WAIT_POLL_MS 250
+/* The window over which a call beyond its token's busy share looks at the
+ * CPU (and how often it looks while it waits for it). */
+#define SLOT_CPU_LOOK_MS 50
 
 /* Take one slot of each kind, in turn, without blocking: 0 when both are
  * held (and the wait ended); -EAGAIN with *full saying which kind has none
  * free for us yet: the call is in that queue, h may hold the token's slot,
  * and the caller polls slot_wait_fd(w) (readable: call slot_take again)
- * and calls again at least every SLOT_WAIT_POLL_MS; another negative value
- * with err set on a failure (nothing held, no longer queued). */
-int slot_take(const struct mcp_config *cfg, const char *token, int token_max, struct slot_hold *h, struct slot_wait *w,
-              enum slot_full *full, mcp_error_t *err);
+ * and calls again at least every slot_wait_ms(w); another negative value
+ * with err set on a failure (nothing held, no longer queued).  token_busy
+ * is the token's busy share (token_max or more: no CPU wait). */
+int slot_take(const struct mcp_config *cfg, const char *token, int token_max, int token_busy, struct slot_hold *h,
+              struct slot_wait *w, enum slot_full *full, mcp_error_t *err);
+/* How the CPU is read for the busy share (cpu_sample_read; a test's own). */
+extern int (*slot_cpu_read)(struct cpu_sample *s);
 /* The fd to poll while waiting (-1: not waiting); drained by slot_take. */
 int slot_wait_fd(const struct slot_wait *w);
+/* How soon a waiting caller must call slot_take again unwoken (ms). */
+int slot_wait_ms(const struct slot_wait *w);
 /* Give up waiting: leave the queue and release what h holds. */
 void slot_wait_end(struct slot_wait *w, struct slot_hold *h);
 /* While waiting in the token's queue: whether the service's slots are all

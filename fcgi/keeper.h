@@ -29,16 +29,6 @@ int pool_target(const struct mcp_config *cfg, uint64_t recent, int64_t mem_avail
  * leave available: bytes, or -1 when nothing can be read. */
 int64_t pool_memory_available(void);
 
-/* The machine's CPU time since boot (/proc/stat's first line), in ticks:
- * all of it, and the part idle (idle and iowait). */
-struct cpu_sample {
-  uint64_t total, idle;
-};
-/* Parse /proc/stat's text: 0, or -1 when it has no cpu line. */
-int cpu_sample_parse(const char *text, struct cpu_sample *s);
-/* The percent of the CPU idle from a to b (0-100), -1 when no tick passed. */
-int cpu_idle_percent(const struct cpu_sample *a, const struct cpu_sample *b);
-
 /* Loop until SIGTERM. */
 int keeper_main(const struct mcp_config *cfg);
 

@@ -526,7 +526,8 @@ static bool take_slots(struct sup *s, int i) {
   mcp_error_t err = NULL;
   int r = policy_for(&s->cfg, c->token, &pol, &err);
   if (r == 0)
-    r = slot_take(&s->cfg, c->token, pol.max_concurrent, &s->slots, &s->slot_wait, &full, &err);
+    r = slot_take(&s->cfg, c->token, pol.max_concurrent, s->cfg.token_busy_concurrent, &s->slots, &s->slot_wait, &full,
+                  &err);
   if (r == 0)
     return true;
   int64_t now = now_ms();
@@ -550,6 +551,9 @@ static bool take_slots(struct sup *s, int i) {
     snprintf(sentence, sizeof(sentence),
              "This token already runs its maximum of %d calls at once; try again when one has finished.",
              pol.max_concurrent);
+  else if (full == SLOT_FULL_CPU)
+    snprintf(sentence, sizeof(sentence),
+             "The server is at capacity: its CPUs are busy with this token's other calls; try again in a moment.");
   else
     snprintf(sentence, sizeof(sentence), "The server is at capacity (%d calls are running); try again in a moment.",
              s->cfg.max_concurrent);
@@ -982,7 +986,7 @@ static int loop(struct sup *s) {
       int64_t left = s->started_at + ready_timeout_ms(s) - now;
       timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
     } else if (waiting_for_slots(s)) {
-      timeout = SLOT_WAIT_POLL_MS;
+      timeout = slot_wait_ms(&s->slot_wait);
     } else if (!sandbox_busy(s)) {
       int left = hibernate_timeout_ms(&s->hib, now);
       timeout = left >= 0 && left < timeout ? left : timeout;

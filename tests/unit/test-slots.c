@@ -3,7 +3,8 @@
  * (its inotify fd readable) when the queue moves; a waiter that died is
  * passed over; a token that is full queues in its own line and does not
  * hold back another token; giving up leaves the queue and frees the
- * token's slot.  Several "supervisors" in one process: OFD locks of
+ * token's slot; beyond its busy share a token's call waits for a window
+ * of the CPU with half a core idle.  Several "supervisors" in one process: OFD locks of
  * different opens conflict as between processes. */
 #include "config.h"
 
@@ -36,10 +37,14 @@ struct sup {
 
 static struct sup sup_new(void) { return (struct sup){SLOT_HOLD_NONE, SLOT_WAIT_NONE}; }
 
+/* The token's busy share: token_max unless a test says (no CPU look). */
+static int busy_share;
+
 static int take(struct sup *s, const char *token, int token_max, enum slot_full *full) {
   mcp_error_t err = NULL;
   enum slot_full f;
-  int r = slot_take(&cfg, token, token_max, &s->h, &s->w, full ? full : &f, &err);
+  int busy = busy_share > 0 ? busy_share : token_max;
+  int r = slot_take(&cfg, token, token_max, busy, &s->h, &s->w, full ? full : &f, &err);
   if (r < 0 && r != -EAGAIN)
     diag("slot_take: %s", mcp_error_public(err));
   mcp_error_release(&err);
@@ -171,6 +176,81 @@ static void token_tests(void) {
   is_int(tickets("") + tickets("t-alpha/") + tickets("t-beta/"), 0, "no ticket is left");
 }
 
+/* The CPU as the tests say it is: each look sees 100 more ticks, `idle`
+ * of them idle. */
+static struct cpu_sample fake_cpu;
+static int fake_idle, fake_looks;
+
+static int fake_read(struct cpu_sample *s) {
+  fake_cpu.total += 100;
+  fake_cpu.idle += (uint64_t)fake_idle;
+  fake_looks++;
+  *s = fake_cpu;
+  return 0;
+}
+
+static void wait_window(void) { usleep((SLOT_CPU_LOOK_MS + 10) * 1000); }
+
+static void busy_tests(void) {
+  cfg.max_concurrent = 8;
+  busy_share = 2;
+  slot_cpu_read = fake_read;
+  fake_idle = 0;
+  struct sup a[5], b = sup_new();
+  for (int i = 0; i < 5; i++)
+    a[i] = sup_new();
+  enum slot_full full;
+  is_int(take(&a[0], "alpha", 4, NULL), 0, "alpha's first call runs at once");
+  is_int(take(&a[1], "alpha", 4, NULL), 0, "and its second: its busy share is 2");
+  is_int(fake_looks, 0, "without a look at the CPU");
+  is_int(take(&a[2], "alpha", 4, &full), -EAGAIN, "its third waits");
+  is_int(full, SLOT_FULL_CPU, "for the CPU");
+  ok(fake_looks > 0, "having looked at it");
+  is_int(slot_wait_ms(&a[2].w), SLOT_CPU_LOOK_MS, "it looks again within %d ms", SLOT_CPU_LOOK_MS);
+  fake_idle = 100;
+  is_int(take(&a[2], "alpha", 4, NULL), -EAGAIN, "an idle CPU at once after the first look is no window yet");
+  fake_idle = 0;
+  wait_window();
+  is_int(take(&a[2], "alpha", 4, &full), -EAGAIN, "a window of a busy CPU: it waits on");
+  is_int(full, SLOT_FULL_CPU, "still for the CPU");
+  is_int(take(&b, "beta", 4, NULL), 0, "beta's call is not held back by alpha's wait for the CPU");
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1)
+    cores = 1;
+  fake_idle = (int)(49 / cores); /* of 100 ticks: just under half a core */
+  wait_window();
+  is_int(take(&a[2], "alpha", 4, &full), -EAGAIN, "a window with %d%% idle on %ld cores (under half a core): it waits",
+         fake_idle, cores);
+  fake_idle = (int)((50 + cores - 1) / cores); /* half a core or a little more */
+  wait_window();
+  is_int(take(&a[2], "alpha", 4, NULL), 0, "a window with %d%% idle (half a core) lets the third call in", fake_idle);
+  is_int(slot_wait_fd(&a[2].w), -1, "it left the queue");
+  is_int(take(&a[3], "alpha", 4, &full), -EAGAIN, "the fourth waits for the CPU");
+  is_int(take(&a[4], "alpha", 4, &full), -EAGAIN, "the fifth waits");
+  is_int(full, SLOT_FULL_TOKEN, "behind it in alpha's line");
+  fake_idle = 0;
+  slot_release(&a[0].h);
+  ok(woken(&a[3]), "the end of a call in alpha's busy share wakes its line");
+  is_int(take(&a[4], "alpha", 4, NULL), -EAGAIN, "the younger call waits on");
+  is_int(take(&a[3], "alpha", 4, NULL), 0, "the older takes the freed slot, CPU busy or not");
+  slot_release(&a[2].h);
+  ok(woken(&a[4]), "the end of the call beyond the share wakes the line too");
+  is_int(take(&a[4], "alpha", 4, &full), -EAGAIN, "but its slot needs the CPU");
+  is_int(full, SLOT_FULL_CPU, "which is busy");
+  slot_wait_end(&a[4].w, &a[4].h);
+  int looks = fake_looks;
+  busy_share = 4;
+  is_int(take(&a[4], "alpha", 4, NULL), 0, "a busy share as large as the token's limit: no wait");
+  is_int(fake_looks, looks, "and no look at the CPU");
+  slot_release(&a[1].h);
+  slot_release(&a[3].h);
+  slot_release(&a[4].h);
+  slot_release(&b.h);
+  is_int(tickets("") + tickets("t-alpha/") + tickets("t-beta/"), 0, "no ticket is left");
+  busy_share = 0;
+  slot_cpu_read = cpu_sample_read;
+}
+
 int main(void) {
   config_defaults(&cfg);
   const char *t = getenv("TMPDIR");
@@ -186,6 +266,7 @@ int main(void) {
   order_tests();
   dead_waiter_tests();
   token_tests();
+  busy_tests();
   int dfd = open(dir, O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     mcp_error_t err = NULL;
