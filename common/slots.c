@@ -52,12 +52,11 @@ static bool cpu_has_room(struct slot_wait *w) {
   struct cpu_sample now;
   if (slot_cpu_read(&now) < 0)
     return true;
-  int idle = w->cpu_at > 0 && t - w->cpu_at <= 1000 ? cpu_idle_percent(&w->cpu, &now) : -2;
+  bool window = w->cpu_at > 0 && t - w->cpu_at <= 1000;
+  int idle = window ? cpu_idle_percent(&w->cpu, &now) : 0;
   w->cpu = now;
   w->cpu_at = t;
-  if (idle == -2)
-    return false;
-  return idle < 0 || idle * cores >= 50;
+  return window && (idle < 0 || idle * cores >= 50);
 }
 
 /* A free slot among n of dir for a call of a token whose busy share is

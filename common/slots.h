@@ -22,7 +22,7 @@
  * one of the token's further slots only when the machine's CPU was at least
  * half a core idle over the last SLOT_CPU_LOOK_MS.  On busy cores more of
  * one token's calls at once finish no sooner and each costs more CPU (more
- * sentries and stubs share the caches); calls that sleep or wait on the
+ * gVisor processes share the caches); calls that sleep or wait on the
  * network leave the CPU idle and are let in.  Other tokens are not held:
  * each token's line is its own. */
 #ifndef MCP_SLOTS_H
