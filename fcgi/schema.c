@@ -3,7 +3,9 @@
 
 #include "fcgi/tools.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -252,17 +254,84 @@ static cJSON *run_tool(const struct mcp_config *cfg, bool get) {
   return t;
 }
 
-cJSON *tools_list(const struct mcp_config *cfg, bool modern) {
-  cJSON *r = cJSON_CreateObject();
-  cJSON *tools = cJSON_AddArrayToObject(r, "tools");
-  /* execute_javascript only where Node.js is installed (the sandbox sees
-   * the host's /usr). */
+static cJSON *tools_array(const struct mcp_config *cfg, bool modern, unsigned avail) {
+  cJSON *tools = cJSON_CreateArray();
   for (size_t i = 0; i < langs_count; i++)
-    if (langs[i]->available(cfg))
+    if (avail & (1u << i))
       cJSON_AddItemToArray(tools, tool(cfg, langs[i], modern));
   cJSON_AddItemToArray(tools, run_tool(cfg, true));
   cJSON_AddItemToArray(tools, run_tool(cfg, false));
   if (modern)
     cJSON_AddItemToArray(tools, close_tool(cfg));
+  return tools;
+}
+
+/* The tools array is about 19 KB of JSON: building and freeing its tree
+ * was most of a tools/list request's CPU.  It depends only on the era,
+ * which languages this host can run and the settings the schemas above
+ * read, so each responder prints it once per such key and answers with
+ * the text (a raw item).  A schema that reads another setting must add
+ * it to the key. */
+struct tools_key {
+  const struct mcp_config *cfg;
+  unsigned avail; /* bit i: langs[i] is available */
+  bool modern;
+  int timeout_max, timeout_default, run_wait_max, idle_timeout;
+};
+struct tools_text {
+  struct tools_key key;
+  char *text;
+};
+static struct tools_text tools_texts[8];
+static pthread_mutex_t tools_texts_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool same_key(const struct tools_key *a, const struct tools_key *b) {
+  return a->cfg == b->cfg && a->avail == b->avail && a->modern == b->modern && a->timeout_max == b->timeout_max &&
+         a->timeout_default == b->timeout_default && a->run_wait_max == b->run_wait_max &&
+         a->idle_timeout == b->idle_timeout;
+}
+
+cJSON *tools_list(const struct mcp_config *cfg, bool modern) {
+  struct tools_key key = {.cfg = cfg,
+                          .modern = modern,
+                          .timeout_max = cfg->timeout_max,
+                          .timeout_default = cfg->timeout_default,
+                          .run_wait_max = cfg->run_wait_max,
+                          .idle_timeout = cfg->idle_timeout};
+  /* execute_javascript only where Node.js is installed (the sandbox sees
+   * the host's /usr): looked at on every request, it may come and go. */
+  for (size_t i = 0; i < langs_count; i++)
+    if (langs[i]->available(cfg))
+      key.avail |= 1u << i;
+  cJSON *r = cJSON_CreateObject();
+  if (r == NULL)
+    return NULL;
+  cJSON *raw = NULL;
+  pthread_mutex_lock(&tools_texts_lock);
+  struct tools_text *t = NULL, *spare = NULL;
+  for (size_t i = 0; i < ARRAY_SIZE(tools_texts) && t == NULL; i++) {
+    if (tools_texts[i].text != NULL && same_key(&tools_texts[i].key, &key))
+      t = &tools_texts[i];
+    else if (spare == NULL && tools_texts[i].text == NULL)
+      spare = &tools_texts[i];
+  }
+  if (t == NULL) {
+    /* A new key; with the table full (tests make many configurations),
+     * the last entry is replaced. */
+    t = spare != NULL ? spare : &tools_texts[ARRAY_SIZE(tools_texts) - 1];
+    cJSON *tools = tools_array(cfg, modern, key.avail);
+    free(t->text);
+    t->text = tools != NULL ? cJSON_PrintUnformatted(tools) : NULL;
+    t->key = key;
+    cJSON_Delete(tools);
+  }
+  if (t->text != NULL)
+    raw = cJSON_CreateRaw(t->text);
+  pthread_mutex_unlock(&tools_texts_lock);
+  if (raw == NULL) {
+    cJSON_Delete(r);
+    return NULL;
+  }
+  cJSON_AddItemToObject(r, "tools", raw);
   return r;
 }

@@ -169,9 +169,26 @@ static void basic_tests(void) {
   cJSON_Delete(output_schema);
   output_schema = cJSON_Duplicate(jget(t, "outputSchema"), 1);
   ok(jget(res, "nextCursor") == NULL, "no pagination");
+  cleanup_cjson cJSON *first = cJSON_Duplicate(tools, 1);
   response_free(&r);
   post(&h, sid, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}", &r);
-  rpc_result(&r, "tools/list without params");
+  res = rpc_result(&r, "tools/list without params");
+  /* The responder prints the tools once and answers later requests with
+   * that text (fcgi/schema.c): the same tools, and a changed setting a
+   * schema shows is not answered from the old text. */
+  ok(cJSON_Compare(jget(res, "tools"), first, 1), "a second tools/list answers the same tools");
+  response_free(&r);
+  int timeout_max = h.cfg.timeout_max;
+  h.cfg.timeout_max = timeout_max + 7;
+  post(&h, sid, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\"}", &r);
+  res = rpc_result(&r, "tools/list after timeout_max changed");
+  is_int(jnum(cJSON_GetArrayItem(jget(res, "tools"), 0), "inputSchema.properties.timeout_seconds.maximum"),
+         timeout_max + 7, "the changed timeout_max is in the schema");
+  response_free(&r);
+  h.cfg.timeout_max = timeout_max;
+  post(&h, sid, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\"}", &r);
+  res = rpc_result(&r, "tools/list with timeout_max back");
+  ok(cJSON_Compare(jget(res, "tools"), first, 1), "and back: the first tools again");
   response_free(&r);
 }
 
