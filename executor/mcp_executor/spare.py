@@ -14,6 +14,10 @@ waits on a pipe only PID 1 holds, and touches nothing of the workspace
 before its own request, so the call cannot reach it (the Node.js spare
 runs as the sandbox user: it never outlives a call that is not its
 own).  A call still never sees an earlier call's process.
+
+A Python spare says on its status pipe when it has warmed up (a `warm`
+line, status.py): a call takes the newest warm one, or else the oldest,
+which has warmed longest.
 """
 
 import gc
@@ -23,6 +27,7 @@ import select
 import signal
 import time
 
+from . import status
 from .child import run_child
 from .limits import base_env
 from .node_call import js_warm_key, js_warm_ok, start_node_spare
@@ -31,7 +36,6 @@ from .protocol import CHUNK, child_pipes
 from .python_call import warm_up
 
 PAIR_SECONDS = 120.0  # a second Python spare this long after a back-to-back request
-FRESH_SECONDS = 1.0  # a spare this young may still be warming up
 
 
 class Spare:
@@ -47,7 +51,6 @@ class Spare:
         self.st = st
         self.killed = False
         self.js_key = js_warm_key(js_template) if js_template is not None else None
-        self.born = time.monotonic()
         (req_r, out_w, err_w, st_w), (self.req_w, self.out_r, self.err_r, self.st_r) = child_pipes()
         self.pid = os.fork()
         if self.pid == 0:
@@ -79,6 +82,8 @@ class Spare:
 
         if warm and not pending():
             warm_up(st, pending)
+            if not pending():
+                status.write(status.WARM, fd=st_w)
         data = bytearray()
         while True:
             chunk = os.read(req_r, CHUNK)
@@ -93,6 +98,11 @@ class Spare:
     def serves(self, req):
         """Whether this spare can run req."""
         return self.js_key is None or (js_warm_ok(self.args, req) and js_warm_key(req) == self.js_key)
+
+    def warm(self):
+        """Whether it said it has warmed up (its warm line is still in its
+        status pipe: the call reads it first, and parse() passes over it)."""
+        return self.js_key is None and bool(select.select([self.st_r], [], [], 0)[0])
 
     def alive(self):
         if self.pid not in self.st.tracked:
@@ -148,15 +158,15 @@ def take_spare(st, req, cgroup):
     else."""
     reap_leftovers(st, {spare.pid for spare in st.spares})
     usable = [spare for spare in st.spares if spare.serves(req) and spare.alive()]
-    # Of two Python spares the newest: one that waited while PID 1 forked
-    # the other took a paced call 4-7 ms longer on the dev stack.  Not one
-    # forked just now (a request that came too late to count as back to
-    # back, while PID 1 forked it): it may still be warming up, and the
-    # older one is ready.
+    # Of two warm Python spares the newest: one that waited while PID 1
+    # forked the other took a paced call 4-7 ms longer on the dev stack.
+    # Of spares still warming up, the oldest: it is furthest along (the
+    # newest, forked after the last call, had barely begun when calls
+    # came 0.25 s apart, and the call took its faults).
     python = [spare for spare in usable if spare.js_key is None]
-    ready = [spare for spare in python if time.monotonic() - spare.born >= FRESH_SECONDS]
-    newest = ready[-1] if ready else (python[-1] if python else None)
-    chosen = next((spare for spare in usable if spare.js_key is not None), newest)
+    warm = [spare for spare in python if spare.warm()]
+    first = warm[-1] if warm else (python[0] if python else None)
+    chosen = next((spare for spare in usable if spare.js_key is not None), first)
     if chosen is not None:
         st.spares.remove(chosen)
     for spare in st.spares:

@@ -23,6 +23,8 @@ common/frame.h have letters of their own.
                                              /usr: PID 1 imports them too before the next fork
   value             base64                   a persistent cell ended with an expression: its repr
                                              (repl.py; the JavaScript interpreter writes it too)
+  warm              -                        a Python spare has warmed up, before its request (spare.py:
+                                             PID 1 looks for it without reading it; parse() passes over it)
 
 A persistent interpreter (repl.py, repl.mjs) keeps its status pipe for its
 whole life and writes these lines cell after cell: the executor reads
@@ -40,6 +42,7 @@ MEMORY_ERROR = "memory-error"
 DONE = "done"
 LEARNED = "learned"
 VALUE = "value"
+WARM = "warm"
 
 FD = 3
 MAX_BYTES = 1 << 20  # read no more of a call's status pipe
@@ -57,11 +60,12 @@ LEARNED_WORD = LEARNED.encode()
 VALUE_WORD = VALUE.encode()
 
 
-def write(word, *fields):
-    """In a call's child: one status line (lost if the executor is gone)."""
+def write(word, *fields, fd=FD):
+    """In a call's child: one status line (lost if the executor is gone).
+    fd: where a spare, before its request, has its status pipe."""
     line = " ".join((word,) + tuple(str(f) for f in fields)) + "\n"
     try:
-        os.write(FD, line.encode())
+        os.write(fd, line.encode())
     except OSError:
         pass
 

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""Which spare a call takes (executor/mcp_executor/spare.py), as TAP, with
+real spares: children of this process forked as the executor forks them,
+in direct mode (no gVisor, no cgroups).  A spare that has warmed up says
+so on its status pipe; a call takes the newest warm spare, or else the
+oldest, and the warm line does not reach the call's status.
+
+make check runs it with MCP_TEST_SRCDIR set (tests/unit/local.am).
+"""
+
+import os
+import sys
+import time
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.environ.get("MCP_TEST_SRCDIR", "."), "executor"))
+
+from mcp_executor import status  # noqa: E402
+from mcp_executor.spare import Spare, take_spare  # noqa: E402
+from mcp_executor.state import Args, State  # noqa: E402
+
+n = 0
+failed = 0
+
+
+def ok(cond, what):
+    global n, failed
+    n += 1
+    print("%s %d - %s" % ("ok" if cond else "not ok", n, what), flush=True)
+    if not cond:
+        failed += 1
+
+
+def until(cond, seconds=20.0):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+def state():
+    return State(Args(["--direct", "--uid=%d" % os.getuid(), "--gid=%d" % os.getgid()]))
+
+
+def clear(st):
+    for spare in st.spares:
+        spare.discard()
+    st.spares.clear()
+
+
+def main():
+    st = state()
+
+    # A warm spare, then one forked for a request already there (it never
+    # warms up): the warm one, though older.
+    old = Spare(st)
+    st.spares.append(old)
+    ok(until(old.warm), "a spare says when it has warmed up")
+    new = Spare(st, warm=False)
+    st.spares.append(new)
+    time.sleep(0.2)
+    ok(not new.warm(), "a spare forked without a warm-up does not say so")
+    chosen = take_spare(st, {}, "call")
+    ok(chosen is old, "a call takes the warm spare, not a newer cold one")
+    chosen.discard()
+    clear(st)
+
+    # Neither warm: the oldest, which has warmed longest.
+    first = Spare(st, warm=False)
+    st.spares.append(first)
+    second = Spare(st, warm=False)
+    st.spares.append(second)
+    chosen = take_spare(st, {}, "call")
+    ok(chosen is first, "of spares still warming up, the oldest")
+    chosen.discard()
+    clear(st)
+
+    # Both warm: the newest.
+    a = Spare(st)
+    st.spares.append(a)
+    b = Spare(st)
+    st.spares.append(b)
+    ok(until(lambda: a.warm() and b.warm()), "two spares warm up")
+    chosen = take_spare(st, {}, "call")
+    ok(chosen is b, "of warm spares, the newest")
+    chosen.discard()
+    clear(st)
+
+    # The call reads the warm line first: it says nothing of the call.
+    said = status.parse(b"warm\ndone 0 12 3456\n")
+    ok(said.done == (0, 12, 3456), "a done line after the warm line counts")
+    ok(not (said.packages_changed or said.install_failed or said.packages_missing or said.input_failed
+            or said.memory_error or said.learned or said.value), "the warm line sets nothing else")
+
+    print("1..%d" % n)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
