@@ -74,6 +74,12 @@
  * how long the call or run it stops has to answer. */
 #define TASKS_CHECK_MS 250
 #define TASKS_CUT_WAIT_MS 5000
+/* The guard's line, in eighths of sandbox_pids (check_tasks), and the lower
+ * one at which a call gets a new sandbox rather than the host tasks an
+ * earlier call left (tasks_left_over).  A sandbox holds about 90 of its
+ * 2304 (the default on 2 cores) between calls. */
+#define TASKS_CUT_EIGHTHS 6
+#define TASKS_LEFT_EIGHTHS 5
 #define QUIESCE_MS 5000 /* the executor's answer to H before a checkpoint */
 
 struct client {
@@ -368,15 +374,15 @@ static void send_call_result(struct sup *s, const char *json) {
  * rather than one that cuts every call. */
 static bool tasks_watched(const struct sup *s) { return s->call_active || bg_runs_active(&s->runs) > 0; }
 
-/* Whether the sandbox's host tasks (*tasks) reach the guard's line, 3/4
- * of sandbox_pids; not without a pids cgroup (yet): nothing to compare. */
-static bool tasks_over_line(struct sup *s, uint64_t *tasks) {
+/* Whether the sandbox's host tasks (*tasks) reach eighths/8 of
+ * sandbox_pids; not without a pids cgroup (yet): nothing to compare. */
+static bool tasks_over_line(struct sup *s, uint64_t *tasks, int eighths) {
   mcp_error_t err = NULL;
   if (cgroups_tasks(&s->cfg, s->sb.container_id, tasks, &err) < 0) {
     mcp_error_release(&err);
     return false;
   }
-  return *tasks >= (uint64_t)s->cfg.sandbox_pids / 4 * 3;
+  return *tasks >= (uint64_t)s->cfg.sandbox_pids / 8 * (uint64_t)eighths;
 }
 
 static void check_tasks(struct sup *s) {
@@ -386,7 +392,7 @@ static void check_tasks(struct sup *s) {
     return;
   s->tasks_checked_at = now;
   uint64_t tasks = 0;
-  if (!tasks_over_line(s, &tasks))
+  if (!tasks_over_line(s, &tasks, TASKS_CUT_EIGHTHS))
     return;
   fprintf(stderr, "mcp-sandboxd %s: the sandbox holds %llu host tasks of %d; stopping the call or run at fault\n",
           s->sb.id, (unsigned long long)tasks, s->cfg.sandbox_pids);
@@ -467,18 +473,22 @@ static uint64_t json_u64(const cJSON *o, const char *key, uint64_t dflt) {
   return cJSON_IsNumber(v) && v->valuedouble >= 0 ? (uint64_t)v->valuedouble : dflt;
 }
 
-/* Before a call starts: host tasks above the guard's line were left by an
+/* Before a call starts: host tasks near the guard's line were left by an
  * earlier call (gVisor keeps them after a fork bomb, and a bomb stopped at
  * its wall clock may never have crossed the line while it ran).  The call
- * would be cut at the guard's first count and blamed for them: a new
- * sandbox with the same workspace takes it instead (the request stays
- * queued).  Not while a background run shares the sandbox: check_tasks
- * stops the one at fault. */
+ * would be cut once its own few tasks take the count over the line, and
+ * blamed for them: a new sandbox with the same workspace takes it instead
+ * (the request stays queued).  The line here is lower than the guard's
+ * (TASKS_LEFT_EIGHTHS): with the same line, a count just under it passed
+ * this check and the next call's process and spare took it over (a
+ * listing of processes after a fork bomb, cut at 761 ms in a CI run).
+ * Not while a background run shares the sandbox: check_tasks stops the
+ * one at fault. */
 static bool tasks_left_over(struct sup *s) {
   if (s->cfg.sandbox_pids <= 0 || s->tasks_cut || bg_runs_active(&s->runs) > 0)
     return false;
   uint64_t tasks = 0;
-  if (!tasks_over_line(s, &tasks))
+  if (!tasks_over_line(s, &tasks, TASKS_LEFT_EIGHTHS))
     return false;
   fprintf(stderr, "mcp-sandboxd %s: %llu host tasks of %d left by earlier calls; a new sandbox for the next call\n",
           s->sb.id, (unsigned long long)tasks, s->cfg.sandbox_pids);
