@@ -269,69 +269,62 @@ static cJSON *tools_array(const struct mcp_config *cfg, bool modern, unsigned av
 /* The tools array is about 19 KB of JSON: building and freeing its tree
  * was most of a tools/list request's CPU.  It depends only on the era,
  * which languages this host can run and the settings the schemas above
- * read, so each responder prints it once per such key and answers with
- * the text (a raw item).  A schema that reads another setting must add
- * it to the key. */
+ * read, so each responder prints it once and answers with the text (a raw
+ * item): one text per era and set of languages (the slot), printed again
+ * when the configuration or a setting it shows is not the one it was
+ * printed for.  A schema that reads another setting must add it to
+ * struct tools_key. */
 struct tools_key {
   const struct mcp_config *cfg;
-  unsigned avail; /* bit i: langs[i] is available */
-  bool modern;
   int timeout_max, timeout_default, run_wait_max, idle_timeout;
 };
 struct tools_text {
   struct tools_key key;
   char *text;
 };
-static struct tools_text tools_texts[8];
+static struct tools_text tools_texts[8]; /* by languages << 1 | modern */
 static pthread_mutex_t tools_texts_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool same_key(const struct tools_key *a, const struct tools_key *b) {
-  return a->cfg == b->cfg && a->avail == b->avail && a->modern == b->modern && a->timeout_max == b->timeout_max &&
-         a->timeout_default == b->timeout_default && a->run_wait_max == b->run_wait_max &&
-         a->idle_timeout == b->idle_timeout;
+  return a->cfg == b->cfg && a->timeout_max == b->timeout_max && a->timeout_default == b->timeout_default &&
+         a->run_wait_max == b->run_wait_max && a->idle_timeout == b->idle_timeout;
 }
 
 cJSON *tools_list(const struct mcp_config *cfg, bool modern) {
   struct tools_key key = {.cfg = cfg,
-                          .modern = modern,
                           .timeout_max = cfg->timeout_max,
                           .timeout_default = cfg->timeout_default,
                           .run_wait_max = cfg->run_wait_max,
                           .idle_timeout = cfg->idle_timeout};
   /* execute_javascript only where Node.js is installed (the sandbox sees
    * the host's /usr): looked at on every request, it may come and go. */
+  unsigned avail = 0; /* bit i: langs[i] is available */
   for (size_t i = 0; i < langs_count; i++)
     if (langs[i]->available(cfg))
-      key.avail |= 1u << i;
+      avail |= 1u << i;
+  size_t slot = (size_t)avail << 1 | (modern ? 1u : 0u);
   cJSON *r = cJSON_CreateObject();
   if (r == NULL)
     return NULL;
-  cJSON *raw = NULL;
-  pthread_mutex_lock(&tools_texts_lock);
-  struct tools_text *t = NULL, *spare = NULL;
-  for (size_t i = 0; i < ARRAY_SIZE(tools_texts) && t == NULL; i++) {
-    if (tools_texts[i].text != NULL && same_key(&tools_texts[i].key, &key))
-      t = &tools_texts[i];
-    else if (spare == NULL && tools_texts[i].text == NULL)
-      spare = &tools_texts[i];
+  cJSON *tools;
+  if (slot >= ARRAY_SIZE(tools_texts)) { /* more languages than the table has room for: no text kept */
+    tools = tools_array(cfg, modern, avail);
+  } else {
+    struct tools_text *t = &tools_texts[slot];
+    pthread_mutex_lock(&tools_texts_lock);
+    if (t->text == NULL || !same_key(&t->key, &key)) {
+      cleanup_cjson cJSON *built = tools_array(cfg, modern, avail);
+      free(t->text);
+      t->text = built != NULL ? cJSON_PrintUnformatted(built) : NULL;
+      t->key = key;
+    }
+    tools = t->text != NULL ? cJSON_CreateRaw(t->text) : NULL;
+    pthread_mutex_unlock(&tools_texts_lock);
   }
-  if (t == NULL) {
-    /* A new key; with the table full (tests make many configurations),
-     * the last entry is replaced. */
-    t = spare != NULL ? spare : &tools_texts[ARRAY_SIZE(tools_texts) - 1];
-    cJSON *tools = tools_array(cfg, modern, key.avail);
-    free(t->text);
-    t->text = tools != NULL ? cJSON_PrintUnformatted(tools) : NULL;
-    t->key = key;
-    cJSON_Delete(tools);
-  }
-  if (t->text != NULL)
-    raw = cJSON_CreateRaw(t->text);
-  pthread_mutex_unlock(&tools_texts_lock);
-  if (raw == NULL) {
+  if (tools == NULL) {
     cJSON_Delete(r);
     return NULL;
   }
-  cJSON_AddItemToObject(r, "tools", raw);
+  cJSON_AddItemToObject(r, "tools", tools);
   return r;
 }

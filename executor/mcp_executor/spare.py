@@ -100,9 +100,9 @@ class Spare:
         return self.js_key is None or (js_warm_ok(self.args, req) and js_warm_key(req) == self.js_key)
 
     def warm(self):
-        """Whether it said it has warmed up (its warm line is still in its
+        """Whether this Python spare said it has warmed up (its warm line is still in its
         status pipe: the call reads it first, and parse() passes over it)."""
-        return self.js_key is None and bool(select.select([self.st_r], [], [], 0)[0])
+        return bool(select.select([self.st_r], [], [], 0)[0])
 
     def alive(self):
         if self.pid not in self.st.tracked:
