@@ -39,7 +39,6 @@ import os
 import random
 import re
 import select
-import shutil
 import signal
 import socket
 import ssl
@@ -520,7 +519,7 @@ class FreshRun:
 
 class Exec:
     """`runsc exec` of the code into a running sandbox of the service (the
-    benchmark's warm session: idle between our own calls), with the
+    benchmark's warm session, idle for IDLE_GAP_S: Bench.settle), with the
     service's --root and flags, as the sandbox user."""
 
     def __init__(self, svc, sid):
@@ -738,9 +737,7 @@ class Bench:
         client: another token's connection (default: the first token's)."""
         c = client or self.c
         if idle:
-            left = self.last_call.get(sid, 0) + IDLE_GAP_S - time.monotonic()
-            if left > 0:
-                time.sleep(left)
+            self.settle(sid)
         c.fresh()
         try:
             if modern:
@@ -748,6 +745,15 @@ class Bench:
             return timed(lambda: c.call(sid, code, sse=sse, expect=expect, tool=tool, persistent=persistent))
         finally:
             self.last_call[sid] = time.monotonic()
+
+    def settle(self, sid):
+        """Wait (untimed) until the session has been idle for IDLE_GAP_S:
+        after its answer the executor sweeps the call's processes, and a
+        process it did not start (`runsc exec`) that came meanwhile would
+        be swept with them."""
+        left = self.last_call.get(sid, 0) + IDLE_GAP_S - time.monotonic()
+        if left > 0:
+            time.sleep(left)
 
     def end_sessions(self, sids):
         sids = [s for s in sids if s in self.sessions]
@@ -778,8 +784,10 @@ class Bench:
         fresh = FreshRun(self.svc, sid)
         exe = Exec(self.svc, sid)
         # Warm-ups, not counted: page cache, first-time costs.
+        self.last_call[sid] = time.monotonic()  # make_warm_sessions' calls
         for _ in range(3):
             host_once()
+            self.settle(sid)
             exe.once()
         fresh.once()
 
@@ -807,7 +815,7 @@ class Bench:
 
         ops = {
             "host": host_once,
-            "exec": exe.once,
+            "exec": lambda: (self.settle(sid), exe.once())[1],
             "ping": ping,
             "warm": warm,
             "warm_sse": lambda: self.timed_call(sid, PRINT1, "1\n", sse=True)[0],
@@ -1389,7 +1397,7 @@ def report(b, started, path):
     def div(a, b_):
         return None if a is None or not b_ else a / b_
 
-    host, warm, run, exe = m("host"), m("warm"), m("runsc_run"), m("exec")
+    host, warm, run = m("host"), m("warm"), m("runsc_run")
     line("baselines")
     lat("host", "  host python3 -c 'print(1)'")
     lat("runsc_run", "  fresh runsc run, service bundle")
