@@ -134,6 +134,7 @@ class Loop:
             # From here on a lost sandbox is the call's doing (or its fate);
             # before it, the supervisor may hand the call to a new sandbox.
             write_frame(ACCEPTED, b"")
+            self.st.turns.close_gate()  # spares warming up wait (turns.py)
             payload = with_relay(self.st, req, payload)
         else:
             req.pop("egress", None)
@@ -146,6 +147,8 @@ class Loop:
             act = None
             self.refuse(tag, str(e))
         if act is None:
+            if tag is None:
+                self.st.turns.open_gate()
             return
         if tag is None:
             self.st.foreground = act
@@ -249,6 +252,8 @@ class Loop:
         else:
             del st.runs[tag]
         send_done(tag, res)
+        if tag is None:
+            st.turns.open_gate()  # the spares warm up again, one at a time
         if any(getattr(act, why, False) for why in ("timed_out", "cancelled", "processes_exceeded")):
             drop_spares(st)  # a stopped call may have taken them with it (kill_round)
         else:

@@ -17,7 +17,8 @@ own).  A call still never sees an earlier call's process.
 
 A Python spare says on its status pipe when it has warmed up (a `warm`
 line, status.py): a call takes the newest warm one, or else the oldest,
-which has warmed longest.
+which has warmed longest.  Spares warm up one at a time, and not while a
+call runs (turns.py).
 """
 
 import gc
@@ -76,14 +77,13 @@ class Spare:
         # Warming up takes the faults a call would take, ahead of it: not
         # when the request is there already (back-to-back calls), where
         # the call would wait for faults it may never need; it stops
-        # between its steps when the request comes.
+        # between its steps when the request comes, and waits while a
+        # call runs or another spare warms up (turns.py).
         def pending():
             return bool(select.select([req_r], [], [], 0)[0])
 
-        if warm and not pending():
-            warm_up(st, pending)
-            if not pending():
-                status.write(status.WARM, fd=st_w)
+        if warm:
+            warm_in_turn(st, req_r, st_w, pending)
         data = bytearray()
         while True:
             chunk = os.read(req_r, CHUNK)
@@ -145,6 +145,29 @@ class Spare:
                 view = view[os.write(self.req_w, view):]
         finally:
             os.close(self.req_w)
+
+
+def warm_in_turn(st, req_r, st_w, pending):
+    """In a spare: warm up when it is its turn, say so when it is done."""
+    turns = st.turns
+
+    def stop():
+        """Between two steps: whether to stop (the request came); while a
+        call runs, the token goes back and the spare waits."""
+        if pending():
+            return True
+        if select.select([turns.gate_r], [], [], 0)[0]:
+            return False
+        turns.give_back()
+        return not turns.take(req_r, time.monotonic())
+
+    try:
+        if turns.take(req_r, time.monotonic()):
+            warm_up(st, stop)
+            if not pending():
+                status.write(status.WARM, fd=st_w)
+    finally:
+        turns.give_back()
 
 
 def take_spare(st, req, cgroup):
@@ -220,6 +243,8 @@ def prepare_spare(st, pending=lambda: False):
     # gVisor costs tens of ms with numpy and pandas loaded.
     gc.freeze()
     drop_killed(st)  # (kill_all may have ended them)
+    if not any(spare.js_key is None for spare in st.spares):
+        st.turns.reissue()  # whatever a killed spare took along
     # (Not while a persistent interpreter lives: its next cell would kill
     # both unused, and a session of cells needs no spare at all.)
     paired = time.monotonic() < st.paired_until and not any(i.alive for i in st.interpreters.values())

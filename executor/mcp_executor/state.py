@@ -7,6 +7,7 @@ its own copy, as it gets a copy of everything else.
 
 from .cgroups import Tree
 from .egress import Relay
+from .turns import Turns
 
 
 class Args:
@@ -61,6 +62,7 @@ class State:
         self.foreground = None  # the call of the R frame that runs now (call.Call or persistent.Cell)
         self.runs = {}  # background runs (G frames): run number -> call.Call or persistent.Cell
         self.interpreters = {}  # persistent interpreters: language -> persistent.Interpreter
+        self.turns = Turns()  # when a Python spare may warm up (turns.py)
 
     def live_activities(self):
         """What has processes in the sandbox besides PID 1 and the spares:

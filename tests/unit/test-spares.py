@@ -3,12 +3,15 @@
 real spares: children of this process forked as the executor forks them,
 in direct mode (no gVisor, no cgroups).  A spare that has warmed up says
 so on its status pipe; a call takes the newest warm spare, or else the
-oldest, and the warm line does not reach the call's status.
+oldest, and the warm line does not reach the call's status.  Spares warm
+up only while no call runs and while they hold the one token (turns.py),
+without it after TOKEN_WAIT seconds; a new token comes once none is left.
 
 make check runs it with MCP_TEST_SRCDIR set (tests/unit/local.am).
 """
 
 import os
+import select
 import sys
 import time
 
@@ -16,7 +19,8 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ.get("MCP_TEST_SRCDIR", "."), "executor"))
 
 from mcp_executor import status  # noqa: E402
-from mcp_executor.spare import Spare, take_spare  # noqa: E402
+from mcp_executor.spare import Spare, prepare_spare, take_spare  # noqa: E402
+from mcp_executor.turns import TOKEN_WAIT  # noqa: E402
 from mcp_executor.state import Args, State  # noqa: E402
 
 n = 0
@@ -86,6 +90,50 @@ def main():
     chosen = take_spare(st, {}, "call")
     ok(chosen is b, "of warm spares, the newest")
     chosen.discard()
+    clear(st)
+
+    # Turns (turns.py): while the gate is closed (a call runs), a spare
+    # does not warm up; once it opens, it does.
+    st.turns.close_gate()
+    gated = Spare(st)
+    st.spares.append(gated)
+    time.sleep(0.5)
+    ok(not gated.warm(), "a spare does not warm up while a call runs")
+    st.turns.open_gate()
+    ok(until(gated.warm), "it warms up once the call is over")
+    clear(st)
+
+    # A spare waiting at the closed gate still ends when its request pipe
+    # does (the executor went away): it never waits for the gate alone.
+    st.turns.close_gate()
+    waiting = Spare(st)
+    waiting.close_ends()
+    ok(until(lambda: os.waitpid(waiting.pid, os.WNOHANG)[0] == waiting.pid, 10.0),
+       "a spare waiting for its turn ends with its request pipe")
+    st.turns.open_gate()
+    st.spares.clear()
+
+    # The token: a spare warms up only while it holds it.  One a killed
+    # spare took along is missing: a spare then waits TOKEN_WAIT seconds
+    # and warms up without it.
+    taken = os.read(st.turns.token_r, 16)
+    ok(taken == b"t", "one token circulates")
+    started = time.monotonic()
+    late = Spare(st)
+    st.spares.append(late)
+    time.sleep(0.5)
+    ok(not late.warm(), "without the token a spare does not warm up at once")
+    ok(until(late.warm), "it warms up without it after a while")
+    ok(time.monotonic() - started >= TOKEN_WAIT, "after TOKEN_WAIT seconds")
+    clear(st)
+
+    # ... and once none is left, prepare_spare() puts a new one in: the
+    # next spare warms up and gives it back (without it, none comes back).
+    prepare_spare(st)
+    ok(len(st.spares) == 1 and until(st.spares[0].warm), "the next spare warms up")
+    readable = until(lambda: bool(select.select([st.turns.token_r], [], [], 0)[0]))
+    ok(readable and os.read(st.turns.token_r, 16) == b"t", "exactly one token again once none was left")
+    os.write(st.turns.token_w, b"t")
     clear(st)
 
     # The call reads the warm line first: it says nothing of the call.
