@@ -50,35 +50,31 @@ def warm_up(st, stop=lambda: False):
         exec(compile("import %s\nprint\n" % ", ".join(names), "<warm>", "exec"), main.__dict__)
         for name in st.args.learn:
             sys.modules.get(name)
-        for step in template_steps(st):
+        for _ in template_walk(st):
             if stop():
                 return
-            step()
     except Exception:
         pass
 
 
-def template_steps(st):
+def template_walk(st):
     """The commonest paths through preloaded template modules: array
-    arithmetic and reductions, a frame, a group-by, formatting."""
-    np = sys.modules.get("numpy") if "numpy" in st.preloaded else None
-    pd = sys.modules.get("pandas") if "pandas" in st.preloaded else None
-    steps = []
-    if np is not None:
-        def arrays():
-            a = np.arange(16, dtype=float).reshape(4, 4)
-            (a @ a).sum(), a.mean(axis=0), np.sqrt(a) % 3, repr(a)
-
-        steps.append(arrays)
-    if pd is not None:
-        df = []
-
-        def frame():
-            df.append(pd.DataFrame({"a": list(range(8)), "b": [i % 3 for i in range(8)]}))
-            df[0].groupby("b")["a"].sum().sum()
-
-        steps += [frame, lambda: df[0].describe(), lambda: str(df[0].head())]
-    return steps
+    arithmetic and reductions, a frame, a group-by, formatting.  Yields
+    before each step."""
+    if "numpy" in st.preloaded:
+        np = sys.modules["numpy"]
+        yield
+        a = np.arange(16, dtype=float).reshape(4, 4)
+        (a @ a).sum(), a.mean(axis=0), np.sqrt(a) % 3, repr(a)
+    if "pandas" in st.preloaded:
+        pd = sys.modules["pandas"]
+        yield
+        df = pd.DataFrame({"a": list(range(8)), "b": [i % 3 for i in range(8)]})
+        df.groupby("b")["a"].sum().sum()
+        yield
+        df.describe()
+        yield
+        str(df.head())
 
 
 def run_python(st, req):

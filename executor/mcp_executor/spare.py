@@ -79,11 +79,8 @@ class Spare:
         # the call would wait for faults it may never need; it stops
         # between its steps when the request comes, and waits while a
         # call runs or another spare warms up (turns.py).
-        def pending():
-            return bool(select.select([req_r], [], [], 0)[0])
-
         if warm:
-            warm_in_turn(st, req_r, st_w, pending)
+            warm_in_turn(st, req_r, st_w)
         data = bytearray()
         while True:
             chunk = os.read(req_r, CHUNK)
@@ -147,16 +144,19 @@ class Spare:
             os.close(self.req_w)
 
 
-def warm_in_turn(st, req_r, st_w, pending):
+def warm_in_turn(st, req_r, st_w):
     """In a spare: warm up when it is its turn, say so when it is done."""
     turns = st.turns
+
+    def pending():
+        return bool(select.select([req_r], [], [], 0)[0])
 
     def stop():
         """Between two steps: whether to stop (the request came); while a
         call runs, the token goes back and the spare waits."""
         if pending():
             return True
-        if select.select([turns.gate_r], [], [], 0)[0]:
+        if turns.gate_open():
             return False
         turns.give_back()
         return not turns.take(req_r, time.monotonic())

@@ -87,9 +87,12 @@ class Turns:
                 self.held = bool(os.read(self.token_r, 1))
             except BlockingIOError:
                 continue  # another spare took it
-            if select.select([self.gate_r], [], [], 0)[0]:
+            if self.gate_open():
                 return True
             self.give_back()  # a call came meanwhile: wait for the gate again
+
+    def gate_open(self):
+        return bool(select.select([self.gate_r], [], [], 0)[0])
 
     def give_back(self):
         if self.held:

@@ -718,6 +718,7 @@ class Bench:
         self.sessions.add(self.numpy_sid)
         for _ in range(3):
             self.c.call(self.numpy_sid, NUMPY_CODE, expect=NUMPY_OUT)
+        self.last_call[self.warm_sid] = self.last_call[self.numpy_sid] = time.monotonic()
 
     def ensure_warm(self):
         """The warm session may have expired (idle_timeout) during long phases."""
@@ -783,12 +784,14 @@ class Bench:
         sid, nsid = self.warm_sid, self.numpy_sid
         fresh = FreshRun(self.svc, sid)
         exe = Exec(self.svc, sid)
+        def exec_once():
+            self.settle(sid)
+            return exe.once()
+
         # Warm-ups, not counted: page cache, first-time costs.
-        self.last_call[sid] = time.monotonic()  # make_warm_sessions' calls
         for _ in range(3):
             host_once()
-            self.settle(sid)
-            exe.once()
+            exec_once()
         fresh.once()
 
         def warm():
@@ -815,7 +818,7 @@ class Bench:
 
         ops = {
             "host": host_once,
-            "exec": lambda: (self.settle(sid), exe.once())[1],
+            "exec": exec_once,
             "ping": ping,
             "warm": warm,
             "warm_sse": lambda: self.timed_call(sid, PRINT1, "1\n", sse=True)[0],
