@@ -7,10 +7,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/metrics.h"
@@ -173,6 +176,35 @@ static void keeper_tests(void) {
   is_int(gone_left(before, n), 0, "and nothing is left of it");
 }
 
+/* A pool folder claimed a moment ago: renamed into sessions/ before its
+ * meta.json is written, with the mtime of its boot (an hour old here).
+ * The keeper must not take it for a creation that died half-way. */
+static void claim_race_tests(void) {
+  const char *id = "0123456789abcdef0123456789abcdef";
+  if (mkdirat(h.store.pool_fd, ".claim-test", 0700) < 0)
+    bail_out("mkdir: %s", strerror(errno));
+  int fd = openat(h.store.pool_fd, ".claim-test", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct timespec old[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
+  if (fd < 0 || futimens(fd, old) < 0)
+    bail_out("futimens: %s", strerror(errno));
+  struct stat before, sb;
+  if (fstat(fd, &before) < 0)
+    bail_out("fstat: %s", strerror(errno));
+  close(fd);
+  usleep(20 * 1000);
+  if (renameat(h.store.pool_fd, ".claim-test", h.store.sessions_fd, id) < 0)
+    bail_out("rename: %s", strerror(errno));
+  ok(fstatat(h.store.sessions_fd, id, &sb, 0) == 0 && sb.st_mtime < time(NULL) - 3000,
+     "the claimed folder keeps its old mtime");
+  ok(sb.st_ctim.tv_sec > before.st_ctim.tv_sec ||
+         (sb.st_ctim.tv_sec == before.st_ctim.tv_sec && sb.st_ctim.tv_nsec > before.st_ctim.tv_nsec),
+     "the rename sets its ctime (what the keeper reads)");
+  keeper_tick(&h.store, false);
+  ok(fstatat(h.store.sessions_fd, id, &sb, 0) == 0,
+     "the keeper leaves a folder claimed a moment ago, without meta.json");
+  remove_tree_at(h.store.sessions_fd, id, NULL);
+}
+
 int main(void) {
   harness_setup(&h);
   mcp_error_t err = NULL;
@@ -182,6 +214,7 @@ int main(void) {
   demand_tests();
   cpu_tests();
   keeper_tests();
+  claim_race_tests();
   harness_teardown(&h);
   return done_testing();
 }
