@@ -91,15 +91,13 @@ static void expire_session(struct store *st, int parent, const char *name, void 
       last = (int64_t)u->valuedouble;
   } else {
     /* No metadata: a creation that died half-way, or one in progress.
-     * Its folder's last change, not its mtime: a pool folder claimed a
-     * moment ago (renamed into sessions/, meta.json not yet written) keeps
-     * the mtime of its boot, minutes old, and was expired between the
-     * rename and the write (the new session failed: "A new sandbox could
-     * not be made"); the rename sets its ctime. */
+     * Its folder's last change (ctime, never older than its mtime): a pool
+     * folder claimed a moment ago and not yet given its meta.json keeps the
+     * mtime of its boot, minutes old, but the claim's rename set its ctime. */
     mcp_error_release(&err);
     struct stat sb;
     if (fstat(dfd, &sb) == 0)
-      last = (int64_t)(sb.st_ctime > sb.st_mtime ? sb.st_ctime : sb.st_mtime) * 1000;
+      last = (int64_t)sb.st_ctime * 1000;
     idle_ms = 60000;
   }
   if (wall_ms() - last <= idle_ms)
