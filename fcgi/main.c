@@ -300,6 +300,11 @@ static void stop_all(struct master *m) {
   stop_children(m, true, WORKER_GRACE_MS);
   stop_children(m, false, STOP_GRACE_MS);
   unlink(m->cfg.fcgi_socket);
+  mcp_error_t err = NULL;
+  if (strcmp(m->cfg.backend, "runsc") == 0 && cgroups_remove_parent(&m->cfg, &err) < 0) {
+    fprintf(stderr, "mcp-server: %s\n", err->msg);
+    mcp_error_release(&err);
+  }
 }
 
 /* The bearer tokens are nginx's business: no process of ours needs them,

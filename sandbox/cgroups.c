@@ -215,7 +215,7 @@ static int each_hierarchy(void (*fn)(const char *mount, void *opaque), void *opa
 }
 
 struct rm_ctx {
-  const char *rel; /* parent/container */
+  const char *rel; /* parent/container, or the parent */
   int failed_errno;
 };
 
@@ -295,5 +295,29 @@ int cgroups_list(const struct mcp_config *cfg, char (**ids)[40], size_t *n, mcp_
   }
   *ids = c.ids;
   *n = c.n;
+  return 0;
+}
+
+int cgroups_remove_parent(const struct mcp_config *cfg, mcp_error_t *err) {
+  if (cfg->cgroup_parent[0] == '\0')
+    return 0;
+  char(*ids)[40] = NULL;
+  size_t n = 0;
+  if (cgroups_list(cfg, &ids, &n, err) < 0)
+    return -1;
+  /* Empty ones go (runsc leaves a failed create's); one with tasks stays,
+   * and so does the parent then. */
+  for (size_t i = 0; i < n; i++) {
+    mcp_error_t ignored = NULL;
+    cgroups_remove(cfg, ids[i], &ignored);
+    mcp_error_release(&ignored);
+  }
+  free(ids);
+  struct rm_ctx c = {.rel = cfg->cgroup_parent, .failed_errno = 0};
+  int r = each_hierarchy(rm_in, &c);
+  if (r < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, -r, "read /proc/self/mountinfo");
+  if (c.failed_errno != 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, c.failed_errno, "remove cgroup %s", cfg->cgroup_parent);
   return 0;
 }

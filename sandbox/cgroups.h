@@ -32,6 +32,10 @@ int64_t cgroups_memory_left(void);
 /* Remove a sandbox's cgroup in every controller (runsc leaves them behind
  * when a create fails). */
 int cgroups_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err);
+/* When the service stops, after its sandboxes: remove the sandboxes'
+ * empty cgroups and the parent in every hierarchy.  A cgroup that still
+ * has tasks stays, with the parent, and the error says so. */
+int cgroups_remove_parent(const struct mcp_config *cfg, mcp_error_t *err);
 /* Container ids that have a cgroup under the parent. */
 int cgroups_list(const struct mcp_config *cfg, char (**ids)[40], size_t *n, mcp_error_t *err);
 
