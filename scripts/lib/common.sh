@@ -233,6 +233,7 @@ render_nginx() {
     -e "s|@METRICS_PORT@|$(metrics_port)|g" -e "s|@METRICS_HOST@|${MCP_METRICS_HOST:-127.0.0.1}|g" \
     -e "s|@CELL_HEADER@|$cell_header|g" -e "s|@CELL@|$cell|g" \
     "$MCP_ROOT/nginx/nginx.conf.in" >"$MCP_STATE_DIR/nginx/nginx.conf"
+  cp "$MCP_ROOT/nginx/mcp-fastcgi.conf" "$MCP_STATE_DIR/nginx/mcp-fastcgi.conf"
   nginx -t -q -c "$MCP_STATE_DIR/nginx/nginx.conf" || die "nginx rejected the generated configuration"
 }
 
