@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cpus.h"
 #include "common/policy.h"
 #include "common/util.h"
 
@@ -36,16 +37,14 @@ static int take_range(int dirfd, int from, int to, mcp_error_t *err) {
 /* A free slot among n lock files of dirfd, or -EAGAIN. */
 static int take_one(int dirfd, int n, mcp_error_t *err) { return take_range(dirfd, 0, n, err); }
 
-int (*slot_cpu_read)(struct cpu_sample *s) = cpu_sample_read;
+int (*slot_cpu_read)(struct cpu_sample *s) = cpus_sample;
 
 /* Whether the CPU has room for a call beyond its token's busy share: at
  * least half a core idle since w's last look, SLOT_CPU_LOOK_MS to a second
  * ago (unknown counts as room).  A look without such a window before it
  * starts one. */
 static bool cpu_has_room(struct slot_wait *w) {
-  static long cores;
-  if (cores <= 0 && (cores = sysconf(_SC_NPROCESSORS_ONLN)) <= 0)
-    cores = 1;
+  long cores = cpus_usable();
   int64_t t = now_ms();
   if (w->cpu_at > 0 && t - w->cpu_at < SLOT_CPU_LOOK_MS)
     return false; /* too short a window to tell */

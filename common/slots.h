@@ -76,7 +76,7 @@ struct slot_wait {
  * is the token's busy share (token_max or more: no CPU wait). */
 int slot_take(const struct mcp_config *cfg, const char *token, int token_max, int token_busy, struct slot_hold *h,
               struct slot_wait *w, enum slot_full *full, mcp_error_t *err);
-/* How the CPU is read for the busy share (cpu_sample_read; a test's own). */
+/* How the CPU is read for the busy share (cpus_sample; a test's own). */
 extern int (*slot_cpu_read)(struct cpu_sample *s);
 /* The fd to poll while waiting (-1: not waiting); drained by slot_take. */
 int slot_wait_fd(const struct slot_wait *w);

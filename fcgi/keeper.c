@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cpus.h"
 #include "common/frame.h"
 #include "common/metrics.h"
 #include "common/util.h"
@@ -279,7 +280,7 @@ static int pool_may_have(const struct mcp_config *cfg, int target, int have) {
   if (target <= cfg->pool_size || target <= have)
     return target; /* no growth to wait for: the CPU is not read */
   struct cpu_sample now;
-  int idle = cpu_known && cpu_sample_read(&now) == 0 ? cpu_idle_percent(&cpu_after, &now) : -1;
+  int idle = cpu_known && cpus_sample(&now) == 0 ? cpu_idle_percent(&cpu_after, &now) : -1;
   if (idle < 0 || idle >= cfg->pool_grow_idle)
     return target;
   if (!growth_told)
@@ -322,7 +323,7 @@ static void fill_pool_once(struct store *st) {
    * and for calls (with one per core, a session that found the pool empty
    * waited 1.04 s for its sandbox instead of 0.43 s in scripts/bench). */
   struct pool_start starts[64];
-  long cores = sysconf(_SC_NPROCESSORS_ONLN) / 2;
+  long cores = cpus_usable() / 2;
   int most = cores < 1 ? 1 : (cores > 64 ? 64 : (int)cores);
   if (want > most)
     want = most;
@@ -341,7 +342,7 @@ static void fill_pool_once(struct store *st) {
 
 static void fill_pool(struct store *st) {
   fill_pool_once(st);
-  cpu_known = cpu_sample_read(&cpu_after) == 0;
+  cpu_known = cpus_sample(&cpu_after) == 0;
 }
 
 /* sandbox ids of every folder whose supervisor is alive */
