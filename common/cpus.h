@@ -24,10 +24,10 @@
 /* What limits the CPU, found once per process (cpus_usable, cpus_sample
  * look it up on first use). */
 struct cpu_limit {
-  long cores;       /* usable cores, >= 1 */
-  long quota_cores; /* the quota in cores, rounded up; 0 without a binding quota */
+  long cores;           /* usable cores, >= 1 */
+  long quota_cores;     /* the quota in cores, rounded up; 0 without a binding quota */
   char usage[PATH_MAX]; /* the root's usage file when quota_cores > 0 */
-  bool usage_v2;    /* cpu.stat (usage_usec) rather than cpuacct.usage (ns) */
+  bool usage_v2;        /* cpu.stat (usage_usec) rather than cpuacct.usage (ns) */
 };
 
 /* Find the limit from the cgroup file system mounted at root (normally
