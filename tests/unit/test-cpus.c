@@ -34,84 +34,76 @@ static void put(const char *rel, const char *text) {
   close(fd);
 }
 
+/* Write text to root/rel (none when NULL), then find the limit of the
+ * cgroup file system root/fs with cpus CPUs: its cores. */
+static long cores_after(const char *rel, const char *text, const char *fs, long cpus, struct cpu_limit *l) {
+  char dir[300];
+  if (rel != NULL)
+    put(rel, text);
+  snprintf(dir, sizeof(dir), "%s/%s", root, fs);
+  cpu_limit_find(dir, cpus, l);
+  return l->cores;
+}
+
+/* The idle percent the limit's samples give when the usage file rel goes
+ * from `before` to `after` over 0.1 s (-2: no sample). */
+static int idle_over(const struct cpu_limit *l, const char *rel, const char *before, const char *after) {
+  struct cpu_sample a, b;
+  put(rel, before);
+  if (cpu_limit_sample(l, &a) < 0)
+    return -2;
+  usleep(100 * 1000);
+  put(rel, after);
+  return cpu_limit_sample(l, &b) < 0 ? -2 : cpu_idle_percent(&a, &b);
+}
+
 static void v1_tests(void) {
   struct cpu_limit l;
-  char v1[300], want[600];
-  snprintf(v1, sizeof(v1), "%s/v1", root);
-  put("v1/cpu/cpu.shares", "1024\n");
-  cpu_limit_find(v1, 16, &l);
-  is_int(l.cores, 16, "v1 without quota files: the affinity mask's 16 CPUs");
+  char want[600];
+  is_int(cores_after("v1/cpu/cpu.shares", "1024\n", "v1", 16, &l), 16,
+         "v1 without quota files: the affinity mask's 16 CPUs");
   is_int(l.quota_cores, 0, "no quota");
-
-  put("v1/cpu/cpu.cfs_quota_us", "-1\n");
   put("v1/cpu/cpu.cfs_period_us", "100000\n");
-  cpu_limit_find(v1, 16, &l);
-  is_int(l.cores, 16, "v1, quota -1 (a host's root, or no limit): 16");
+  is_int(cores_after("v1/cpu/cpu.cfs_quota_us", "-1\n", "v1", 16, &l), 16,
+         "v1, quota -1 (a host's root, or no limit): 16");
 
   /* A quota below the root (a host's systemd unit) binds the service but
    * not the sandboxes, whose cgroups are made at the root. */
-  put("v1/cpu/system.slice/mcp.service/cpu.cfs_quota_us", "100000\n");
   put("v1/cpu/system.slice/mcp.service/cpu.cfs_period_us", "100000\n");
-  cpu_limit_find(v1, 16, &l);
-  is_int(l.cores, 16, "a quota below the root does not count");
+  is_int(cores_after("v1/cpu/system.slice/mcp.service/cpu.cfs_quota_us", "100000\n", "v1", 16, &l), 16,
+         "a quota below the root does not count");
 
   /* A container's cgroup is the root it sees. */
-  put("v1/cpu/cpu.cfs_quota_us", "150000\n");
-  cpu_limit_find(v1, 16, &l);
-  is_int(l.cores, 2, "v1, 150000 of 100000 us at the root (docker --cpus=1.5): 2 cores, rounded up");
+  is_int(cores_after("v1/cpu/cpu.cfs_quota_us", "150000\n", "v1", 16, &l), 2,
+         "v1, 150000 of 100000 us at the root (docker --cpus=1.5): 2 cores, rounded up");
   is_int(l.quota_cores, 2, "the quota binds");
   ok(!l.usage_v2, "v1 usage");
-  snprintf(want, sizeof(want), "%s/cpuacct/cpuacct.usage", v1);
+  snprintf(want, sizeof(want), "%s/v1/cpuacct/cpuacct.usage", root);
   is_str(l.usage, want, "from cpuacct.usage");
-  cpu_limit_find(v1, 2, &l);
-  is_int(l.quota_cores, 0, "a quota no smaller than the CPUs does not bind");
-  is_int(l.cores, 2, "the CPUs then");
+  is_int(cores_after(NULL, NULL, "v1", 2, &l), 2, "a quota no smaller than the CPUs does not bind: the CPUs");
+  is_int(l.quota_cores, 0, "no binding quota");
 
-  put("v1/cpu/cpu.cfs_quota_us", "300000\n");
-  put("v1/cpuacct/cpuacct.usage", "2000000000\n");
-  cpu_limit_find(v1, 8, &l);
-  is_int(l.cores, 3, "300000 of 100000 us: 3 cores");
-  struct cpu_sample a, b;
-  ok(cpu_limit_sample(&l, &a) == 0, "a sample from cpuacct.usage");
-  usleep(100 * 1000);
-  put("v1/cpuacct/cpuacct.usage", "2150000000\n"); /* 150 ms used */
-  ok(cpu_limit_sample(&l, &b) == 0, "a later sample");
-  int idle = cpu_idle_percent(&a, &b);
+  is_int(cores_after("v1/cpu/cpu.cfs_quota_us", "300000\n", "v1", 8, &l), 3, "300000 of 100000 us: 3 cores");
+  int idle = idle_over(&l, "v1/cpuacct/cpuacct.usage", "2000000000\n", "2150000000\n");
   /* 0.1 s or a little more of 3 cores is 300 ms; 150 ms used: about 50%. */
   ok(idle >= 45 && idle <= 70, "150 ms used of 3 cores over 0.1 s: about half idle (%d%%)", idle);
 }
 
 static void v2_tests(void) {
   struct cpu_limit l;
-  char v2[300], want[600];
-  snprintf(v2, sizeof(v2), "%s/v2", root);
-  put("v2/cgroup.controllers", "cpu memory pids\n");
-  cpu_limit_find(v2, 64, &l);
-  is_int(l.cores, 64, "v2 without cpu.max (a host's root): 64");
-  put("v2/cpu.max", "max 100000\n");
-  cpu_limit_find(v2, 64, &l);
-  is_int(l.cores, 64, "v2, cpu.max max: 64");
-
-  put("v2/cpu.max", "200000 100000\n");
-  put("v2/cpu.stat", "usage_usec 5000000\nuser_usec 4000000\nsystem_usec 1000000\n");
-  cpu_limit_find(v2, 64, &l);
-  is_int(l.cores, 2, "v2, 200000 100000 (a limit of 2): 2");
+  char want[600];
+  is_int(cores_after("v2/cgroup.controllers", "cpu memory pids\n", "v2", 64, &l), 64,
+         "v2 without cpu.max (a host's root): 64");
+  is_int(cores_after("v2/cpu.max", "max 100000\n", "v2", 64, &l), 64, "v2, cpu.max max: 64");
+  is_int(cores_after("v2/cpu.max", "200000 100000\n", "v2", 64, &l), 2, "v2, 200000 100000 (a limit of 2): 2");
   ok(l.usage_v2, "v2 usage");
-  snprintf(want, sizeof(want), "%s/cpu.stat", v2);
+  snprintf(want, sizeof(want), "%s/v2/cpu.stat", root);
   is_str(l.usage, want, "from cpu.stat");
-  struct cpu_sample a, b;
-  ok(cpu_limit_sample(&l, &a) == 0, "a sample from cpu.stat");
-  usleep(100 * 1000);
-  put("v2/cpu.stat", "usage_usec 5200000\nuser_usec 4100000\nsystem_usec 1100000\n");
-  ok(cpu_limit_sample(&l, &b) == 0, "a later sample");
-  int idle = cpu_idle_percent(&a, &b);
+  int idle = idle_over(&l, "v2/cpu.stat", "usage_usec 5000000\nuser_usec 4000000\n",
+                       "usage_usec 5200000\nuser_usec 4100000\n");
   ok(idle >= 0 && idle <= 20, "200 ms used of 2 cores over 0.1 s: none or little idle (%d%%)", idle);
-  put("v2/cpu.stat", "user_usec 1\n");
-  ok(cpu_limit_sample(&l, &b) == -1, "cpu.stat without usage_usec: no sample");
-
-  put("v2/cpu.max", "garbage\n");
-  cpu_limit_find(v2, 0, &l);
-  is_int(l.cores, 1, "no CPUs known and no quota to read: 1");
+  is_int(idle_over(&l, "v2/cpu.stat", "user_usec 1\n", "user_usec 2\n"), -2, "cpu.stat without usage_usec: no sample");
+  is_int(cores_after("v2/cpu.max", "garbage\n", "v2", 0, &l), 1, "no CPUs known and no quota to read: 1");
 }
 
 int main(void) {
