@@ -13,7 +13,34 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/util.h"
+
 /* The quota of one cgroup folder in cores (rounded up), 0 when it has none. */
+int cpu_sample_parse(const char *text, struct cpu_sample *s) {
+  unsigned long long v[8] = {0};
+  /* user nice system idle iowait irq softirq steal (guest time is in user) */
+  if (strncmp(text, "cpu ", 4) != 0 || sscanf(text + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                                              &v[3], &v[4], &v[5], &v[6], &v[7]) < 4)
+    return -1;
+  s->total = 0;
+  for (int i = 0; i < 8; i++)
+    s->total += v[i];
+  s->idle = v[3] + v[4];
+  return 0;
+}
+
+int cpu_idle_percent(const struct cpu_sample *a, const struct cpu_sample *b) {
+  if (b->total <= a->total || b->idle < a->idle)
+    return -1;
+  uint64_t idle = b->idle - a->idle, total = b->total - a->total;
+  return (int)(idle >= total ? 100 : idle * 100 / total);
+}
+
+int cpu_sample_read(struct cpu_sample *s) {
+  char buf[512]; /* the first line is all it needs */
+  return read_kernel_file("/proc/stat", buf, sizeof(buf)) > 0 ? cpu_sample_parse(buf, s) : -1;
+}
+
 /* dir/name into text: its length, or <= 0. */
 static ssize_t read_in(const char *dir, const char *name, char *text, size_t size) {
   char file[PATH_MAX];

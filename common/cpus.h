@@ -19,7 +19,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "common/util.h"
+/* CPU time, all of it and the part idle: the machine's since boot in
+ * /proc/stat's ticks (its first line; idle and iowait), or a quota's in
+ * microseconds (cpu_limit_sample).  Only differences of two samples of
+ * one kind mean anything (cpu_idle_percent). */
+struct cpu_sample {
+  uint64_t total, idle;
+};
+/* Parse /proc/stat's text: 0, or -1 when it has no cpu line. */
+int cpu_sample_parse(const char *text, struct cpu_sample *s);
+/* The percent of the CPU idle from a to b (0-100), -1 when no tick passed. */
+int cpu_idle_percent(const struct cpu_sample *a, const struct cpu_sample *b);
+/* Read /proc/stat now: 0, or -1. */
+int cpu_sample_read(struct cpu_sample *s);
 
 /* What limits the CPU, found once per process (cpus_usable, cpus_sample
  * look it up on first use). */

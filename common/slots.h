@@ -28,6 +28,7 @@
 #ifndef MCP_SLOTS_H
 #define MCP_SLOTS_H
 
+#include "common/cpus.h"
 #include "common/error.h"
 #include "common/settings.h"
 #include "common/util.h"

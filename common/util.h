@@ -69,18 +69,6 @@ ssize_t read_some(int fd, void *buf, size_t len);
  * NUL-terminated: its length (what one read gave, at most size - 1), or
  * -errno. */
 ssize_t read_kernel_file(const char *path, char *buf, size_t size);
-/* The machine's CPU time since boot (/proc/stat's first line), in ticks:
- * all of it, and the part idle (idle and iowait). */
-struct cpu_sample {
-  uint64_t total, idle;
-};
-/* Parse /proc/stat's text: 0, or -1 when it has no cpu line. */
-int cpu_sample_parse(const char *text, struct cpu_sample *s);
-/* The percent of the CPU idle from a to b (0-100), -1 when no tick passed. */
-int cpu_idle_percent(const struct cpu_sample *a, const struct cpu_sample *b);
-/* Read /proc/stat now: 0, or -1. */
-int cpu_sample_read(struct cpu_sample *s);
-
 /* Append `"name":value` to a comma-separated list of JSON members in buf
  * (what a result gains), if it fits. */
 void json_members_add(char *buf, size_t size, const char *member);

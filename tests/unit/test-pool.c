@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cpus.h"
 #include "common/metrics.h"
 #include "common/util.h"
 #include "fcgi/keeper.h"

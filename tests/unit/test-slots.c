@@ -248,7 +248,7 @@ static void busy_tests(void) {
   slot_release(&b.h);
   is_int(tickets("") + tickets("t-alpha/") + tickets("t-beta/"), 0, "no ticket is left");
   busy_share = 0;
-  slot_cpu_read = cpu_sample_read;
+  slot_cpu_read = cpus_sample;
 }
 
 int main(void) {
