@@ -81,6 +81,12 @@ KEPT_OUT = {"kept": "kept 4999950000\n", "built": "built 4999950000\n"}
 # session idle for at least this long (the executor prepares the next call's
 # child after answering).  Back-to-back calls are measured too (info).
 IDLE_GAP_S = 0.25
+# Before the first phase: windows of QUIET_WINDOW_S until the CPUs are at
+# most QUIET_BUSY busy, or QUIET_MAX_S has passed.  The pool's boots are
+# done by then (wait_pool); what is left is what ran before the bench.
+QUIET_WINDOW_S = 2.0
+QUIET_BUSY = 0.25
+QUIET_MAX_S = 180.0
 
 
 class BenchError(Exception):
@@ -1328,6 +1334,7 @@ class Bench:
         started = time.time()
         self.info["loadavg_start"] = loadavg()
         self.svc.wait_pool()
+        self.wait_quiet()
         phases = [("latency", self.phase_latency), ("first_call", self.phase_first_call),
                   ("throughput", self.phase_throughput), ("cpu", self.phase_cpu),
                   ("tools_list", self.phase_tools_list), ("memory", self.phase_memory),
@@ -1351,6 +1358,29 @@ class Bench:
         self.info["loadavg_end"] = loadavg()
         self.info["failures"] = failures
         return started, failures
+
+    def wait_quiet(self):
+        """Until the machine's CPU is mostly idle (what ran before the bench,
+        a test suite or a stack's teardown, would weigh on its first
+        phases), at most QUIET_MAX_S; how long it waited and what the CPU
+        was at the start go into the report."""
+        waited = 0.0
+        busy = 1.0
+        while True:
+            t0, b0 = time.monotonic(), machine_ticks()
+            time.sleep(QUIET_WINDOW_S)
+            dt = time.monotonic() - t0
+            busy = (machine_ticks() - b0) / os.sysconf("SC_CLK_TCK") / dt / (os.cpu_count() or 1)
+            waited += dt
+            if busy <= QUIET_BUSY or waited >= QUIET_MAX_S:
+                break
+        self.info["quiet_wait_s"] = round(waited, 1)
+        self.info["busy_at_start_pct"] = round(busy * 100, 1)
+        if busy > QUIET_BUSY:
+            log("the machine is still busy after %.0f s (%.0f%% of its CPUs): measuring anyway" %
+                (waited, busy * 100))
+        elif waited > QUIET_WINDOW_S * 1.5:
+            log("waited %.0f s for the machine to settle (%.0f%% busy now)" % (waited, busy * 100))
 
     def cleanup(self):
         left = list(self.sessions)
@@ -1531,8 +1561,10 @@ def report(b, started, path):
                              for i, x in enumerate(r_)).rstrip())
     print("\n".join(out))
     print("p90 of tools/list: wrk's latency; rates: median over alternated rounds; "
-          "load average at start %s, at end %s (%d CPUs)"
-          % (b.info.get("loadavg_start", "-"), b.info.get("loadavg_end", "-"), os.cpu_count()))
+          "load average at start %s, at end %s (%d CPUs); the CPUs %s%% busy when the first phase began, "
+          "after %s s waiting for them to settle"
+          % (b.info.get("loadavg_start", "-"), b.info.get("loadavg_end", "-"), os.cpu_count(),
+             b.info.get("busy_at_start_pct", "-"), b.info.get("quiet_wait_s", "-")))
 
     doc = {
         "benchmark": "scripts/bench",
