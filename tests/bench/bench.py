@@ -1364,14 +1364,15 @@ class Bench:
         a test suite or a stack's teardown, would weigh on its first
         phases), at most QUIET_MAX_S; how long it waited and what the CPU
         was at the start go into the report."""
-        waited = 0.0
-        busy = 1.0
+        ticks_per_s = os.sysconf("SC_CLK_TCK") * (os.cpu_count() or 1)
+        start = time.monotonic()
+        windows = 0
         while True:
             t0, b0 = time.monotonic(), machine_ticks()
             time.sleep(QUIET_WINDOW_S)
-            dt = time.monotonic() - t0
-            busy = (machine_ticks() - b0) / os.sysconf("SC_CLK_TCK") / dt / (os.cpu_count() or 1)
-            waited += dt
+            busy = (machine_ticks() - b0) / ticks_per_s / (time.monotonic() - t0)
+            windows += 1
+            waited = time.monotonic() - start
             if busy <= QUIET_BUSY or waited >= QUIET_MAX_S:
                 break
         self.info["quiet_wait_s"] = round(waited, 1)
@@ -1379,7 +1380,7 @@ class Bench:
         if busy > QUIET_BUSY:
             log("the machine is still busy after %.0f s (%.0f%% of its CPUs): measuring anyway" %
                 (waited, busy * 100))
-        elif waited > QUIET_WINDOW_S * 1.5:
+        elif windows > 1:
             log("waited %.0f s for the machine to settle (%.0f%% busy now)" % (waited, busy * 100))
 
     def cleanup(self):
