@@ -924,7 +924,10 @@ class Bench:
     def burst(self, n, rounds):
         """n new sessions at once (forked workers, a common start), each
         timed from its initialize to its first call's answer, the pool full
-        at the start of each round."""
+        at the start of each round.  The sessions live on until the round
+        is over, as a team's agents keep theirs: a session ended as soon as
+        it had its answer would tear its sandbox down beside the others'
+        first calls."""
         log("B: bursts of %d new sessions at once, %d round(s)" % (n, rounds))
         ep = self.ep
 
@@ -937,23 +940,24 @@ class Bench:
             t0 = time.perf_counter_ns()
             sid = c.initialize()
             c.call(sid, PRINT1, expect="1\n")
-            t = (time.perf_counter_ns() - t0) / 1e6
-            c.delete(sid)
-            return t
+            return [(time.perf_counter_ns() - t0) / 1e6, sid]
 
         for _ in range(rounds):
             self.svc.wait_pool()
             time.sleep(0.3)
-            _, lat = self.workers(n, setup, op, 0.0, once=True)
-            self.samples.setdefault("burst", []).extend(lat)
+            _, done = self.workers(n, setup, op, 0.0, once=True)
+            sids = [sid for _, sid in done]
+            self.sessions.update(sids)
+            self.samples.setdefault("burst", []).extend(t for t, _ in done)
+            self.end_sessions(sids)
 
     # -- C: throughput
 
     def workers(self, n, setup, op, duration, once=False):
         """n forked workers; each runs setup(i) (not timed), then op(ctx) in a
         loop for `duration` seconds from a common start (once: one op each).
-        Returns the total rate (completed operations per second) and all
-        latencies."""
+        Returns the total rate (completed operations per second) and what
+        every op returned (its latency, or what else it returns)."""
         go_r, go_w = os.pipe()
         ready_r, ready_w = os.pipe()
         kids = []
