@@ -1517,7 +1517,11 @@ def report(b, started, path):
     line("  CPU of the machine per back-to-back call")
     cc, ch = m("cpu_call_ms"), m("cpu_host_ms")
     line("    host python3 process (info)", "%.1f ms" % ch if ch is not None else "-")
-    line("    print(1) call, all processes", "%.1f ms" % cc if cc is not None else "-", "", "", "<= 35 ms",
+    # The target is the absolute figure; the ratio to the host
+    # process of the same rounds is shown beside it (35 ms was about 2x
+    # the host's 17 ms on the day it was set).
+    line("    print(1) call, all processes", "%.1f ms" % cc if cc is not None else "-", "",
+         ratio_str(div(cc, ch), "host"), "<= 35 ms",
          verdict(7, "cpu_per_call", cc, "<=", 35.0, "ms of CPU (all cores) per back-to-back print(1) call"))
     for g, v in (b.info.get("cpu_breakdown_ms_per_call") or {}).items():
         line("      %s (info)" % g, "%.2f ms" % v)
