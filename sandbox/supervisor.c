@@ -61,6 +61,10 @@
 #include "sandbox/workspace.h"
 
 #define MAX_CLIENTS 32
+/* A boot whose executor is not ready ready_wait and this long after it
+ * began is stuck, and ended.  A call waits up to ready_wait for a boot, then
+ * is told to ask again: a slow boot on an overloaded machine goes on that
+ * long, and this long more for the call that asks again to find it. */
 #define READY_TIMEOUT_MS 60000
 /* How long after its wall clock (and a cell's interrupt grace) a call has
  * to answer before the sandbox is restarted: a fork bomb's 128 processes,
@@ -955,7 +959,11 @@ static void maybe_hibernate(struct sup *s) {
   sandbox_stop(s);
 }
 
-static int64_t ready_timeout_ms(const struct sup *s) { return s->hib.restoring ? RESTORE_WAKE_MS : READY_TIMEOUT_MS; }
+static int64_t ready_timeout_ms(const struct sup *s) {
+  if (s->hib.restoring)
+    return RESTORE_WAKE_MS;
+  return (int64_t)s->cfg.ready_wait * 1000 + READY_TIMEOUT_MS;
+}
 
 static int loop(struct sup *s) {
   while (!s->quit) {

@@ -188,6 +188,44 @@ static void dying_executor(const char *name, int lives, bool accepts) {
   use_real_libexec();
 }
 
+/* A boot slower than a minute, as on an overloaded machine: the call waits
+ * for it up to ready_wait, and the supervisor lets it finish (it used to
+ * end any boot not ready after 60 s, whatever ready_wait said). */
+#define SLOW_BOOT_S 62
+static const char slow_py[] = "import os, sys, time\n"
+                              "time.sleep(%d)\n"
+                              "os.execv(sys.executable, [sys.executable, '-I', '-B', '%s/executor'] + sys.argv[1:])\n";
+
+static void slow_boot(void) {
+  char py[sizeof(slow_py) + sizeof(h.libexec) + 16];
+  if (snprintf(py, sizeof(py), slow_py, SLOW_BOOT_S, h.libexec) >= (int)sizeof(py))
+    bail_out("executor text too long");
+  use_libexec("slow-boot", py);
+  int ready_wait = h.cfg.ready_wait;
+  h.cfg.ready_wait = SLOW_BOOT_S + 30;
+  char wait_s[16];
+  snprintf(wait_s, sizeof(wait_s), "%d", h.cfg.ready_wait);
+  setenv("MCP_READY_WAIT", wait_s, 1); /* the supervisor's */
+  char sid[SESSION_ID_MAX];
+  if (!initialize(&h, TEST_TOKEN, sid))
+    bail_out("initialize");
+  struct response r;
+  int64_t t0 = now_ms();
+  call(sid, "{\"code\":\"print(6 * 7)\"}", &r);
+  int64_t took = now_ms() - t0;
+  const cJSON *res = rpc_result(&r, "slow boot");
+  ok(cJSON_IsFalse(jget(res, "isError")), "a boot of %d s: the call runs once it is ready (%lld ms)", SLOW_BOOT_S,
+     (long long)took);
+  is_str(jstr(res, "structuredContent.stdout"), "42\n", "slow boot: with its output");
+  ok(took >= SLOW_BOOT_S * 1000, "slow boot: after the boot");
+  response_free(&r);
+  is_int(delete_session(&h, TEST_TOKEN, sid), 204, "slow boot: DELETE");
+  is_int(processes_after_delete(&h, sid, 3000), 0, "slow boot: no process is left");
+  h.cfg.ready_wait = ready_wait;
+  unsetenv("MCP_READY_WAIT");
+  use_real_libexec();
+}
+
 /* No supervisor binary: the call fails with the generic sentence after the
  * bounded wait, and works again once the supervisor can start. */
 static void no_supervisor(void) {
@@ -295,6 +333,7 @@ int main(void) {
   dying_executor("dies-after-accepting", 1, true);
   dying_executor("dies-before-accepting-twice", 2, false);
   no_supervisor();
+  slow_boot();
   harness_teardown(&h);
   return done_testing();
 }
