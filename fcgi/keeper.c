@@ -191,9 +191,8 @@ static int pool_start_begin(struct store *st, struct pool_start *ps) {
   return 0;
 }
 
-/* Wait for it to be ready (by deadline) and publish it (true), or remove
- * it (false). */
-static bool pool_start_end(struct store *st, struct pool_start *ps, int64_t deadline) {
+/* Wait for it to be ready (by deadline) and publish it, or remove it. */
+static void pool_start_end(struct store *st, struct pool_start *ps, int64_t deadline) {
   mcp_error_t err = NULL;
   bool ready = supervisor_wait_ready(ps->fd, deadline, &err) == 0;
   if (!ready || slot_publish(st, ps->id, &err) < 0) {
@@ -201,11 +200,9 @@ static bool pool_start_end(struct store *st, struct pool_start *ps, int64_t dead
     fprintf(stderr, "keeper: a pre-started sandbox did not become ready\n");
     supervisor_quit(ps->dfd, 10000, NULL);
     remove_tree_at(st->pool_fd, ps->name, NULL);
-    ready = false;
   }
   close(ps->fd);
   close(ps->dfd);
-  return ready;
 }
 
 void pool_demand_note(struct pool_demand *d, int64_t now, uint64_t created, int64_t window_ms) {
@@ -298,12 +295,8 @@ static int pool_may_have(const struct mcp_config *cfg, int target, int have) {
 /* The pool is kept at pool_target(): missing sandboxes start at once,
  * side by side (their boots take max_starting's slots), and are published
  * as each becomes ready; once the burst is a window old, the extra ready
- * ones stop.  True when every boot it started was published and the pool
- * is still below pool_size: the keeper starts the next ones at once
- * rather than a tick later (after a burst the pool refilled at one
- * sandbox per boot and tick).  Growth beyond pool_size keeps the tick: it
- * is the window in which pool_may_have() reads how idle the CPU was. */
-static bool fill_pool_once(struct store *st) {
+ * ones stop. */
+static void fill_pool_once(struct store *st) {
   const struct mcp_config *cfg = st->cfg;
   struct metrics *m = metrics_get();
   uint64_t created = m != NULL ? atomic_load(&m->sessions_created) : 0;
@@ -317,14 +310,14 @@ static bool fill_pool_once(struct store *st) {
   if (pc.ready > target && pc.pending == 0) {
     int excess = pc.ready - target;
     each_entry(st->pool_fd, st, pool_drop_one, &excess);
-    return false;
+    return;
   }
   int want = pool_may_have(cfg, target, pc.ready + pc.pending) - pc.ready - pc.pending;
   int room = cfg->max_sessions - session_count(st) - pc.ready - pc.pending;
   if (want > room)
     want = room;
   if (want <= 0)
-    return false;
+    return;
   /* Half as many at once as there are cores (one on two): a boot takes a
    * core, and the other half stays for the boots of sessions that wait
    * and for calls (with one per core, a session that found the pool empty
@@ -343,17 +336,13 @@ static bool fill_pool_once(struct store *st) {
    * is work thrown away, to be done again.  The supervisor itself ends a
    * boot that is stuck (READY_TIMEOUT_MS). */
   int64_t deadline = now_ms() + (int64_t)cfg->ready_wait * 1000;
-  int published = 0;
   for (int i = 0; i < n; i++)
-    published += pool_start_end(st, &starts[i], deadline);
-  int have = pc.ready + pc.pending + published;
-  return n > 0 && published == n && have < target && have < cfg->pool_size;
+    pool_start_end(st, &starts[i], deadline);
 }
 
-static bool fill_pool(struct store *st) {
-  bool again = fill_pool_once(st);
+static void fill_pool(struct store *st) {
+  fill_pool_once(st);
   cpu_known = cpus_sample(&cpu_after) == 0;
-  return again;
 }
 
 /* sandbox ids of every folder whose supervisor is alive */
@@ -464,14 +453,14 @@ static void reap_containers(struct store *st) {
   free(live.ids);
 }
 
-bool keeper_tick(struct store *st, bool reap) {
+void keeper_tick(struct store *st, bool reap) {
   each_entry(st->trash_fd, st, sweep_trash, NULL);
   each_entry(st->sessions_fd, st, expire_session, NULL);
   if (reap) {
     reap_containers(st);
     session_owners_mend(st);
   }
-  return fill_pool(st);
+  fill_pool(st);
 }
 
 int keeper_main(const struct mcp_config *cfg) {
@@ -488,10 +477,10 @@ int keeper_main(const struct mcp_config *cfg) {
   int64_t last_reap = -REAP_EVERY_MS;
   while (!stop_requested) {
     bool reap = now_ms() - last_reap >= REAP_EVERY_MS;
-    bool again = keeper_tick(&st, reap);
+    keeper_tick(&st, reap);
     if (reap)
       last_reap = now_ms();
-    if (!stop_requested && !again)
+    if (!stop_requested)
       poll(NULL, 0, TICK_MS);
   }
   store_close(&st);

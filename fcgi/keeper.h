@@ -8,10 +8,8 @@
 #include "common/settings.h"
 #include "fcgi/session.h"
 
-/* One pass: trash, expiry, (reap), pool.  True when the pool is still
- * below pool_size after boots that all worked: the next pass may come at
- * once.  Exposed for tests. */
-bool keeper_tick(struct store *st, bool reap);
+/* One pass: trash, expiry, (reap), pool.  Exposed for tests. */
+void keeper_tick(struct store *st, bool reap);
 /* The demand the pool follows: the service's count of sessions created,
  * sampled at the keeper's ticks (kept in the keeper's memory only: a new
  * keeper starts from pool_size). */

@@ -155,11 +155,9 @@ static void keeper_tests(void) {
   kill(busy, SIGKILL);
   waitpid(busy, NULL, 0);
   h.cfg.pool_grow_idle = 0; /* whatever the load */
-  bool again = false;
   for (int i = 0; i < 6 && pool_ready() < 3; i++)
-    again |= keeper_tick(&h.store, false);
+    keeper_tick(&h.store, false);
   is_int(pool_ready(), 3, "pool_grow_idle 0: the pool grows and holds 3");
-  ok(!again, "growth beyond pool_size waits a tick between passes (the CPU's idle share is read over it)");
   is_int(atomic_load(&m->pool_target), 3, "mcp_pool_target says 3");
   for (int i = 0; i < 3; i++)
     is_int(delete_session(&h, TEST_TOKEN, ids[i]), 204, "DELETE %d", i);
@@ -177,22 +175,6 @@ static void keeper_tests(void) {
   keeper_tick(&h.store, false);
   is_int(pool_ready(), 0, "pool_size 0: the pool is emptied");
   is_int(gone_left(before, n), 0, "and nothing is left of it");
-}
-
-/* Below pool_size, a pass whose boots all worked asks for the next at once
- * (the keeper skips its tick): the passes that ask fill the pool. */
-static void refill_tests(void) {
-  h.cfg.pool_size = 2;
-  h.cfg.pool_max = 2;
-  is_int(pool_ready(), 0, "refill: the pool starts empty");
-  int passes = 1;
-  while (keeper_tick(&h.store, false) && passes < 4)
-    passes++;
-  is_int(pool_ready(), 2, "refill: the passes that ask for another fill it to pool_size (%d passes)", passes);
-  ok(!keeper_tick(&h.store, false), "refill: a full pool asks for no pass at once");
-  h.cfg.pool_size = 0;
-  keeper_tick(&h.store, false);
-  is_int(pool_ready(), 0, "refill: pool_size 0 empties it again");
 }
 
 /* A pool folder claimed a moment ago: renamed into sessions/ before its
@@ -233,7 +215,6 @@ int main(void) {
   demand_tests();
   cpu_tests();
   keeper_tests();
-  refill_tests();
   claim_race_tests();
   harness_teardown(&h);
   return done_testing();
