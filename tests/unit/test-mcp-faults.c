@@ -65,6 +65,15 @@ static void call(const char *session, const char *arguments, struct response *r)
   post(&h, session, body, r);
 }
 
+/* A new session (its id in sid) and one call in it: how long the call took, in ms. */
+static int64_t first_call(char sid[SESSION_ID_MAX], const char *arguments, struct response *r) {
+  if (!initialize(&h, TEST_TOKEN, sid))
+    bail_out("initialize");
+  int64_t t0 = now_ms();
+  call(sid, arguments, r);
+  return now_ms() - t0;
+}
+
 static const char *const sandbox_sentences[] = {
     "The sandbox keeps stopping right after it starts; the session's files are kept.",
     "The session ended before the call could finish.",
@@ -83,12 +92,8 @@ static bool known_sentence(const char *s) {
 static void broken_executor(const char *name, const char *py) {
   use_libexec(name, py);
   char sid[SESSION_ID_MAX];
-  if (!initialize(&h, TEST_TOKEN, sid))
-    bail_out("initialize");
   struct response r;
-  int64_t t0 = now_ms();
-  call(sid, "{\"code\":\"print(1)\"}", &r);
-  int64_t took = now_ms() - t0;
+  int64_t took = first_call(sid, "{\"code\":\"print(1)\"}", &r);
   const cJSON *res = rpc_result(&r, name);
   ok(cJSON_IsTrue(jget(res, "isError")), "%s: the call is a tool error", name);
   const char *text = jstr(res, "content.0.text");
@@ -106,12 +111,8 @@ static void broken_executor(const char *name, const char *py) {
 static void hung_executor(void) {
   use_libexec("hang", hang_py);
   char sid[SESSION_ID_MAX];
-  if (!initialize(&h, TEST_TOKEN, sid))
-    bail_out("initialize");
   struct response r;
-  int64_t t0 = now_ms();
-  call(sid, "{\"code\":\"print(1)\",\"timeout_seconds\":1}", &r);
-  int64_t took = now_ms() - t0;
+  int64_t took = first_call(sid, "{\"code\":\"print(1)\",\"timeout_seconds\":1}", &r);
   const cJSON *res = rpc_result(&r, "hung executor");
   const cJSON *sc = jget(res, "structuredContent");
   ok(cJSON_IsTrue(jget(res, "isError")), "hung executor: the call is a tool error");
@@ -207,12 +208,8 @@ static void slow_boot(void) {
   snprintf(wait_s, sizeof(wait_s), "%d", h.cfg.ready_wait);
   setenv("MCP_READY_WAIT", wait_s, 1); /* the supervisor's */
   char sid[SESSION_ID_MAX];
-  if (!initialize(&h, TEST_TOKEN, sid))
-    bail_out("initialize");
   struct response r;
-  int64_t t0 = now_ms();
-  call(sid, "{\"code\":\"print(6 * 7)\"}", &r);
-  int64_t took = now_ms() - t0;
+  int64_t took = first_call(sid, "{\"code\":\"print(6 * 7)\"}", &r);
   const cJSON *res = rpc_result(&r, "slow boot");
   ok(cJSON_IsFalse(jget(res, "isError")), "a boot of %d s: the call runs once it is ready (%lld ms)", SLOW_BOOT_S,
      (long long)took);
