@@ -93,6 +93,11 @@ test('client 2.4.0: closing the stream cancels the call; its processes are gone 
     const made = await py(c, { code: 'print("ready")' });
     const handle = made.structuredContent.sandbox;
     const ac = new AbortController();
+    // Cancelled once its output says the child runs and its pids are
+    // written (progress carries output lines), not after a fixed while: on
+    // a slow machine the child may not have started yet.
+    let childRuns;
+    const told = new Promise((resolve) => { childRuns = resolve; });
     const running = py(
       c,
       {
@@ -100,13 +105,20 @@ test('client 2.4.0: closing the stream cancels the call; its processes are gone 
           'import os, subprocess, sys, time\n' +
           'child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(90)"])\n' +
           'open("pids", "w").write(f"{os.getpid()} {child.pid}")\n' +
+          'print("running", flush=True)\n' +
           'time.sleep(90)',
         sandbox: handle,
         timeout_seconds: 100,
       },
-      { signal: ac.signal },
+      { signal: ac.signal, onprogress: (p) => { if (/stdout: running/.test(p.message ?? '')) childRuns(); } },
     );
-    await new Promise((r) => setTimeout(r, 3000));
+    let timer;
+    const when = await Promise.race([
+      told.then(() => 'told'),
+      new Promise((r) => { timer = setTimeout(() => r('not told'), 30000); }),
+    ]);
+    clearTimeout(timer);
+    assert.equal(when, 'told', 'the call said its child runs (a progress notification with its output line)');
     const aborted = Date.now();
     ac.abort();
     const outcome = await running.then((r) => `resolved: ${JSON.stringify(r).slice(0, 600)}`, (e) => e);
