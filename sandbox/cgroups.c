@@ -115,7 +115,7 @@ int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, ui
   return 0; /* a kernel without the counter: no OOM kill can be told */
 }
 
-int cgroups_boot_weight(const struct mcp_config *cfg, const char *container_id, bool booting, mcp_error_t *err) {
+int cgroups_boot_weight(const struct mcp_config *cfg, const char *container_id, enum boot_weight w, mcp_error_t *err) {
   if (cfg->cgroup_parent[0] == '\0')
     return 0;
   char dir[PATH_MAX], file[PATH_MAX + 32];
@@ -124,7 +124,9 @@ int cgroups_boot_weight(const struct mcp_config *cfg, const char *container_id, 
   /* v1 cpu.shares (default 1024), v2 cpu.weight (default 100). */
   bool v2 = cgroups_unified();
   snprintf(file, sizeof(file), "%s/%s", dir, v2 ? "cpu.weight" : "cpu.shares");
-  const char *value = v2 ? (booting ? "400" : "100") : (booting ? "4096" : "1024");
+  static const char *const v1_shares[] = {[BOOT_AHEAD] = "256", [BOOT_AWAITED] = "4096", [BOOT_DONE] = "1024"};
+  static const char *const v2_weight[] = {[BOOT_AHEAD] = "25", [BOOT_AWAITED] = "400", [BOOT_DONE] = "100"};
+  const char *value = v2 ? v2_weight[w] : v1_shares[w];
   cleanup_close int fd = open(file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", file);

@@ -19,12 +19,15 @@ int cgroups_prepare_parent(const struct mcp_config *cfg, mcp_error_t *err);
 int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err);
 /* How many host tasks (threads) the sandbox's pids cgroup holds now. */
 int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64_t *count, mcp_error_t *err);
-/* While booting (or waking from hibernation) a sandbox weighs 4 times as
- * much as one at work in the CPU controller (cpu.shares / cpu.weight): on
- * a busy machine a session waiting for its first call goes before the next
- * of many calls of sessions already served.  Called again with booting
- * false once it is ready. */
-int cgroups_boot_weight(const struct mcp_config *cfg, const char *container_id, bool booting, mcp_error_t *err);
+/* A sandbox's share of the cores against the others' (cpu.shares /
+ * cpu.weight).  While a session waits for its boot (or its wake from
+ * hibernation) it weighs 4 times as much as one at work: on a busy machine
+ * a session waiting for its first call goes before the next of many calls
+ * of sessions already served.  A boot nobody waits for yet (the pool's,
+ * ahead of demand) weighs a quarter: it takes what the sessions at work
+ * leave.  Set back to BOOT_DONE once it is ready. */
+enum boot_weight { BOOT_AHEAD, BOOT_AWAITED, BOOT_DONE };
+int cgroups_boot_weight(const struct mcp_config *cfg, const char *container_id, enum boot_weight w, mcp_error_t *err);
 /* What the memory cgroup of this process (the service's, a container's)
  * leaves: its limit less its usage, in bytes; -1 without a limit or a
  * memory cgroup to read. */

@@ -175,10 +175,37 @@ test('a configuration value takes effect: the timeout cap', opts, async () => {
   }
 });
 
+// The CPU weights (cpu.shares, or cpu.weight on cgroup v2) of the
+// sandboxes the pool is booting now (pool/.new-*), added to `seen`.
+function poolBootWeights(cfg, seen) {
+  const pool = path.join(STATE, 'pool');
+  for (const n of fs.readdirSync(pool).filter((x) => x.startsWith('.new-'))) {
+    let id;
+    try {
+      id = fs.readFileSync(path.join(pool, n, 'sandbox'), 'utf8').trim();
+    } catch {
+      continue; /* published or removed meanwhile */
+    }
+    for (const f of [
+      path.join('/sys/fs/cgroup/cpu', cfg.cgroup_parent, `mcp${id}`, 'cpu.shares'),
+      path.join('/sys/fs/cgroup', cfg.cgroup_parent, `mcp${id}`, 'cpu.weight'),
+    ]) {
+      try {
+        seen.add(fs.readFileSync(f, 'utf8').trim());
+      } catch {
+        /* not this cgroup version, or not created yet */
+      }
+    }
+  }
+}
+
 // The pool follows demand (pool_max, pool_window): after a burst of new
 // sessions the keeper keeps more sandboxes started (mcp_pool_target), and
-// the pool fills up to it; a later burst finds them ready.
-test('a burst of new sessions grows the pool beyond pool_size (mcp_pool_target), up to pool_max, and it fills', hostOpts, async () => {
+// the pool fills up to it; a later burst finds them ready.  Nobody waits
+// for those boots: they weigh a quarter of a sandbox at work on the cores
+// (cpu.shares 256, cpu.weight 25), not the 4 times of a boot a session
+// waits for (sandbox/cgroups.h).
+test('a burst of new sessions grows the pool beyond pool_size (mcp_pool_target), up to pool_max, and it fills', hostOpts, async (t) => {
   const cfg = effectiveConfig(STATE);
   if (!(cfg.pool_size > 0 && cfg.pool_max > cfg.pool_size)) return; // not configured to grow
   const burst = Math.min(cfg.pool_max, cfg.pool_size + 3);
@@ -190,14 +217,26 @@ test('a burst of new sessions grows the pool beyond pool_size (mcp_pool_target),
   }
   let m;
   const ready = () => fs.readdirSync(path.join(STATE, 'pool')).filter((n) => /^[0-9a-f]{32}$/.test(n)).length;
+  const weights = new Set();
   const deadline = Date.now() + 90_000;
+  let scraped = 0;
   do {
-    m = await metrics();
-    if (get(m, 'mcp_pool_target') >= burst && ready() >= get(m, 'mcp_pool_target')) break;
-    await new Promise((r) => setTimeout(r, 500));
+    if (cfg.cgroup_parent) poolBootWeights(cfg, weights);
+    if (Date.now() - scraped >= 500) {
+      m = await metrics();
+      scraped = Date.now();
+      if (get(m, 'mcp_pool_target') >= burst && ready() >= get(m, 'mcp_pool_target')) break;
+    }
+    await new Promise((r) => setTimeout(r, 20));
   } while (Date.now() < deadline);
   const target = get(m, 'mcp_pool_target');
   assert.ok(target >= burst && target <= cfg.pool_max, `mcp_pool_target ${target}: from ${burst} new sessions up to pool_max ${cfg.pool_max}`);
   assert.ok(ready() >= target, `the pool filled up to it: ${ready()} ready of ${target}`);
   assert.equal(get(m, 'mcp_sandboxes_ready'), ready(), 'mcp_sandboxes_ready counts them');
+  if (weights.size > 0) {
+    const seen = [...weights].sort().join(', ');
+    t.diagnostic(`CPU weights of the pool's boots: ${seen}`);
+    assert.ok(!weights.has('4096') && !weights.has('400'), `a pool boot never weighs what a boot a session waits for does (seen: ${seen})`);
+    assert.ok(weights.has('256') || weights.has('25'), `a pool boot weighs a quarter of a sandbox at work (seen: ${seen})`);
+  }
 });
