@@ -53,8 +53,7 @@ int hibernate_timeout_ms(struct hibernation *h, int64_t now) {
   return left <= 0 ? 0 : (left > INT_MAX ? INT_MAX : (int)left);
 }
 
-/* The folder is a session's (in sessions/), not a pre-started sandbox's. */
-static bool in_sessions(const struct hibernation *h) {
+bool hibernate_in_sessions(const struct hibernation *h) {
   struct stat st;
   return h->sessions_ino != 0 && fstatat(h->dirfd, "..", &st, 0) == 0 && st.st_dev == h->sessions_dev &&
          st.st_ino == h->sessions_ino;
@@ -64,7 +63,7 @@ bool hibernate_due(struct hibernation *h, int64_t now) {
   if (!enabled(h))
     return false;
   /* A pre-started sandbox is idle from the moment a session claims it. */
-  if (!in_sessions(h)) {
+  if (!hibernate_in_sessions(h)) {
     h->idle_since = now;
     return false;
   }

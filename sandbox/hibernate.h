@@ -82,6 +82,9 @@ void hibernate_init(struct hibernation *h, const struct mcp_config *cfg, const s
 void hibernate_idle(struct hibernation *h, const char *token);
 /* Milliseconds until the sandbox is due to hibernate (for poll), or -1. */
 int hibernate_timeout_ms(struct hibernation *h, int64_t now);
+/* The folder is a session's (in sessions/, by its parent's inode), not a
+ * sandbox pre-started in pool/ that no session has claimed yet. */
+bool hibernate_in_sessions(const struct hibernation *h);
 /* Idle long enough, in a session's folder, with a backend that can. */
 bool hibernate_due(struct hibernation *h, int64_t now);
 /* Whether the due sandbox may go now: true once the supervisor holds

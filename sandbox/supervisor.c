@@ -251,20 +251,13 @@ static int refresh_dir(struct sup *s, mcp_error_t *err) {
   return r < 0 ? mcp_fail(err, MCP_ERR_INTERNAL, -r, "the folder's path") : 0;
 }
 
-/* Booted ahead of demand: our folder is still in pool/ (fcgi/keeper.c),
- * where no session has claimed it. */
-static bool in_pool(const struct sup *s) {
-  const char *slash = strrchr(s->sb.dir, '/');
-  return slash != NULL && slash - s->sb.dir >= 5 && memcmp(slash - 5, "/pool", 5) == 0;
-}
-
 /* A sandbox a session waits for goes first on the cores, one booted ahead
  * of demand last (cgroups_boot_weight).  Best effort: without a CPU
  * controller to write to it boots at the weight of any other. */
 static void boot_weight(struct sup *s, bool booting) {
   if (strcmp(s->cfg.backend, "runsc") != 0)
     return;
-  enum boot_weight w = !booting ? BOOT_DONE : in_pool(s) ? BOOT_AHEAD : BOOT_AWAITED;
+  enum boot_weight w = !booting ? BOOT_DONE : hibernate_in_sessions(&s->hib) ? BOOT_AWAITED : BOOT_AHEAD;
   mcp_error_t err = NULL;
   if (cgroups_boot_weight(&s->cfg, s->sb.container_id, w, &err) < 0)
     mcp_error_release(&err);
