@@ -34,6 +34,7 @@ struct sandbox_ctx {
   char container_id[40]; /* "mcp" + id: fixed length, never ambiguous for runsc */
   char dir[PATH_MAX];    /* the session folder, as a host path */
   pid_t pid;             /* direct backend: the executor's pid */
+  uint64_t cpu_shares;   /* runsc: the weight its cgroup is created with, 0: the default */
 };
 
 struct sandbox_ops {

@@ -193,6 +193,10 @@ static int build_linux(cJSON *root, const struct bundle_spec *s) {
       cJSON *pids = cJSON_AddObjectToObject(res, "pids");
       cJSON_AddNumberToObject(pids, "limit", (double)s->pids_backstop);
     }
+    if (s->cpu_shares > 0) {
+      cJSON *cpu = cJSON_AddObjectToObject(res, "cpu");
+      cJSON_AddNumberToObject(cpu, "shares", (double)s->cpu_shares);
+    }
   }
   return 0;
 }

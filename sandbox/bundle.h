@@ -37,6 +37,7 @@ struct bundle_spec {
   const char *cgroups_path;    /* NULL: runsc runs with --ignore-cgroups */
   uint64_t memory_backstop;    /* cgroup memory limit of the whole sandbox, 0: none */
   int64_t pids_backstop;       /* cgroup pids limit, 0: none */
+  uint64_t cpu_shares;         /* the cgroup's CPU weight from its creation (v1 shares), 0: the default */
   int uid, gid;                /* of the code; the executor itself runs as in-sandbox root */
   uint64_t tmp_size, shm_size;
   int nofile;

@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libcgroup.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,11 @@ int cgroups_oom_kills(const struct mcp_config *cfg, const char *container_id, ui
   return 0; /* a kernel without the counter: no OOM kill can be told */
 }
 
+uint64_t cgroups_boot_shares(enum boot_weight w) {
+  static const uint64_t v1_shares[] = {[BOOT_AHEAD] = 256, [BOOT_AWAITED] = 4096, [BOOT_DONE] = 1024};
+  return v1_shares[w];
+}
+
 int cgroups_boot_weight(const struct mcp_config *cfg, const char *container_id, enum boot_weight w, mcp_error_t *err) {
   if (cfg->cgroup_parent[0] == '\0')
     return 0;
@@ -124,9 +130,9 @@ int cgroups_boot_weight(const struct mcp_config *cfg, const char *container_id, 
   /* v1 cpu.shares (default 1024), v2 cpu.weight (default 100). */
   bool v2 = cgroups_unified();
   snprintf(file, sizeof(file), "%s/%s", dir, v2 ? "cpu.weight" : "cpu.shares");
-  static const char *const v1_shares[] = {[BOOT_AHEAD] = "256", [BOOT_AWAITED] = "4096", [BOOT_DONE] = "1024"};
-  static const char *const v2_weight[] = {[BOOT_AHEAD] = "25", [BOOT_AWAITED] = "400", [BOOT_DONE] = "100"};
-  const char *value = v2 ? v2_weight[w] : v1_shares[w];
+  static const unsigned v2_weight[] = {[BOOT_AHEAD] = 25, [BOOT_AWAITED] = 400, [BOOT_DONE] = 100};
+  char value[24];
+  snprintf(value, sizeof(value), "%" PRIu64, v2 ? v2_weight[w] : cgroups_boot_shares(w));
   cleanup_close int fd = open(file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open %s", file);

@@ -25,8 +25,12 @@ int cgroups_tasks(const struct mcp_config *cfg, const char *container_id, uint64
  * a session waiting for its first call goes before the next of many calls
  * of sessions already served.  A boot nobody waits for yet (the pool's,
  * ahead of demand) weighs a quarter: it takes what the sessions at work
- * leave.  Set back to BOOT_DONE once it is ready. */
+ * leave.  Set back to BOOT_DONE once it is ready.  The boot's weight is
+ * in its bundle (cgroups_boot_shares: runsc creates the cgroup with it, so
+ * it holds from runsc's first step) and written again once runsc returns
+ * (cgroups_boot_weight: cgroup v2's own scale). */
 enum boot_weight { BOOT_AHEAD, BOOT_AWAITED, BOOT_DONE };
+uint64_t cgroups_boot_shares(enum boot_weight w);
 int cgroups_boot_weight(const struct mcp_config *cfg, const char *container_id, enum boot_weight w, mcp_error_t *err);
 /* What the memory cgroup of this process (the service's, a container's)
  * leaves: its limit less its usage, in bytes; -1 without a limit or a

@@ -215,6 +215,7 @@ static int write_bundle(struct sandbox_ctx *ctx, char *bundle, size_t size, mcp_
     spec.cgroups_path = cgpath;
     spec.memory_backstop = cgroups_sandbox_memory(cfg);
     spec.pids_backstop = cfg->sandbox_pids;
+    spec.cpu_shares = ctx->cpu_shares;
   }
   return bundle_write(bfd, &spec, err);
 }

@@ -254,10 +254,14 @@ static int refresh_dir(struct sup *s, mcp_error_t *err) {
 /* A sandbox a session waits for goes first on the cores, one booted ahead
  * of demand last (cgroups_boot_weight).  Best effort: without a CPU
  * controller to write to it boots at the weight of any other. */
+static enum boot_weight boot_class(struct sup *s, bool booting) {
+  return !booting ? BOOT_DONE : hibernate_in_sessions(&s->hib) ? BOOT_AWAITED : BOOT_AHEAD;
+}
+
 static void boot_weight(struct sup *s, bool booting) {
   if (strcmp(s->cfg.backend, "runsc") != 0)
     return;
-  enum boot_weight w = !booting ? BOOT_DONE : hibernate_in_sessions(&s->hib) ? BOOT_AWAITED : BOOT_AHEAD;
+  enum boot_weight w = boot_class(s, booting);
   mcp_error_t err = NULL;
   if (cgroups_boot_weight(&s->cfg, s->sb.container_id, w, &err) < 0)
     mcp_error_release(&err);
@@ -274,6 +278,7 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
     close(in[1]);
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "pipe2");
   }
+  s->sb.cpu_shares = cgroups_boot_shares(boot_class(s, true));
   int ret = strcmp(s->cfg.backend, "runsc") == 0 ? workspace_mount(s->dirfd, err) : 0;
   if (ret == 0) /* 1: restored from its hibernation image */
     ret = hibernate_start(&s->hib, &s->sb, in[0], out[1], err);

@@ -187,6 +187,7 @@ static void variant_tests(void) {
   s.cgroups_path = "/mcp/abc";
   s.memory_backstop = (uint64_t)3 << 30;
   s.pids_backstop = 512;
+  s.cpu_shares = 256;
   cJSON *cfg = bundle_config(&s, &err);
   ok(cfg != NULL, "bundle_config with a cgroup and a preload library");
   const cJSON *pre = mount_at(cfg, "/opt/mcp/libmcpstatx.so");
@@ -199,6 +200,7 @@ static void variant_tests(void) {
   is_str(str(l, "cgroupsPath"), "/mcp/abc", "cgroupsPath");
   is_int(cJSON_GetNumberValue(get(get(get(l, "resources"), "memory"), "limit")), (int64_t)3 << 30, "memory backstop");
   is_int(cJSON_GetNumberValue(get(get(get(l, "resources"), "pids"), "limit")), 512, "pids backstop");
+  is_int(cJSON_GetNumberValue(get(get(get(l, "resources"), "cpu"), "shares")), 256, "the cgroup's CPU weight");
   cJSON_Delete(cfg);
 
   s = base;
