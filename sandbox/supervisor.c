@@ -252,12 +252,15 @@ static int refresh_dir(struct sup *s, mcp_error_t *err) {
 }
 
 /* A sandbox a session waits for goes first on the cores, one booted ahead
- * of demand last (cgroups_boot_weight).  Best effort: without a CPU
- * controller to write to it boots at the weight of any other. */
+ * of demand last (cgroups.h): a boot in sessions/ is awaited, one in pool/
+ * is not. */
 static enum boot_weight boot_class(struct sup *s, bool booting) {
   return !booting ? BOOT_DONE : hibernate_in_sessions(&s->hib) ? BOOT_AWAITED : BOOT_AHEAD;
 }
 
+/* Written again once runsc has returned (the bundle set it at the start),
+ * and at the ready.  Best effort: without a CPU controller to write to it
+ * boots at the weight of any other. */
 static void boot_weight(struct sup *s, bool booting) {
   if (strcmp(s->cfg.backend, "runsc") != 0)
     return;
