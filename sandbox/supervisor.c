@@ -253,18 +253,13 @@ static int refresh_dir(struct sup *s, mcp_error_t *err) {
 
 /* A sandbox a session waits for goes first on the cores, one booted ahead
  * of demand last (cgroups.h): a boot in sessions/ is awaited, one in pool/
- * is not. */
-static enum boot_weight boot_class(struct sup *s, bool booting) {
-  return !booting ? BOOT_DONE : hibernate_in_sessions(&s->hib) ? BOOT_AWAITED : BOOT_AHEAD;
-}
-
-/* Written again once runsc has returned (the bundle set it at the start),
- * and at the ready.  Best effort: without a CPU controller to write to it
- * boots at the weight of any other. */
-static void boot_weight(struct sup *s, bool booting) {
+ * is not.  The bundle carries its weight (runsc creates the cgroup with
+ * it); boot_weight writes it again once runsc has returned (cgroup v2's own
+ * scale) and BOOT_DONE at the ready.  Best effort: without a CPU controller
+ * to write to it boots at the weight of any other. */
+static void boot_weight(struct sup *s, enum boot_weight w) {
   if (strcmp(s->cfg.backend, "runsc") != 0)
     return;
-  enum boot_weight w = boot_class(s, booting);
   mcp_error_t err = NULL;
   if (cgroups_boot_weight(&s->cfg, s->sb.container_id, w, &err) < 0)
     mcp_error_release(&err);
@@ -281,7 +276,8 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
     close(in[1]);
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "pipe2");
   }
-  s->sb.cpu_shares = cgroups_boot_shares(boot_class(s, true));
+  enum boot_weight boot = hibernate_in_sessions(&s->hib) ? BOOT_AWAITED : BOOT_AHEAD;
+  s->sb.cpu_shares = cgroups_boot_shares(boot);
   int ret = strcmp(s->cfg.backend, "runsc") == 0 ? workspace_mount(s->dirfd, err) : 0;
   if (ret == 0) /* 1: restored from its hibernation image */
     ret = hibernate_start(&s->hib, &s->sb, in[0], out[1], err);
@@ -307,7 +303,7 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
    * held by dying processes. */
   s->sandbox_pid = s->sb.pid > 0 ? s->sb.pid : runsc_sandbox_pid(&s->cfg, s->sb.container_id);
   s->sandbox_gone = false;
-  boot_weight(s, true);
+  boot_weight(s, boot);
   if (ret == 1 && hibernate_wake(&s->hib, s->exec_in) < 0)
     restore_lost(s, "the restored executor could not be woken");
   return 0;
@@ -664,7 +660,7 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
   case FRAME_READY:
     s->ready = true;
     boot_release(s);
-    boot_weight(s, false);
+    boot_weight(s, BOOT_DONE);
     hibernate_woke(&s->hib, &s->sb); /* when it was restored */
     hibernate_idle(&s->hib, NULL);
     note_result(s, f->payload, f->len); /* a restored executor's Y names its live interpreters */
