@@ -340,6 +340,36 @@ int boot_slot_try(const struct mcp_config *cfg, mcp_error_t *err) {
   return take_one(bfd, cfg->max_starting, err);
 }
 
+/* How many awaited marks there are (slots.h). */
+static int awaited_marks(const struct mcp_config *cfg) { return cfg->max_starting > 0 ? cfg->max_starting : 64; }
+
+int awaited_boot_mark(const struct mcp_config *cfg, mcp_error_t *err) {
+  cleanup_close int sfd = slots_dir(cfg, err);
+  if (sfd < 0)
+    return -1;
+  cleanup_close int afd = sub_dir(sfd, "awaited", err);
+  if (afd < 0)
+    return -1;
+  return take_one(afd, awaited_marks(cfg), err);
+}
+
+bool awaited_boot_any(const struct mcp_config *cfg) {
+  char dir[PATH_MAX];
+  if (config_path(cfg, dir, sizeof(dir), "slots/awaited") < 0)
+    return false;
+  cleanup_close int afd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (afd < 0)
+    return false; /* none was ever taken */
+  for (int i = 0; i < awaited_marks(cfg); i++) {
+    char name[16];
+    snprintf(name, sizeof(name), "%d", i);
+    cleanup_close int fd = openat(afd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 && lock_held_elsewhere(fd))
+      return true;
+  }
+  return false;
+}
+
 int run_slot_try(const struct mcp_config *cfg, const char *token, mcp_error_t *err) {
   cleanup_close int sfd = slots_dir(cfg, err);
   if (sfd < 0)

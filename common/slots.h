@@ -101,6 +101,19 @@ void slot_release(struct slot_hold *h);
  * none is free, or -1 with err set. */
 int boot_slot_try(const struct mcp_config *cfg, mcp_error_t *err);
 
+/* Awaited boots: a supervisor whose sandbox a session waits for (a boot in
+ * sessions/, or a wake from hibernation) holds one of the lock files below
+ * <state>/slots/awaited/ from the start of that boot to the executor's
+ * ready, and the keeper starts no pool boot while one is held
+ * (fcgi/keeper.c).  On 2 cores a pool boot beside it, even at a quarter of
+ * the weight, made a session that found the pool empty wait about a third
+ * longer (tests/bench/FINDINGS.md, "Pool empty").  The lock goes with its
+ * process: a supervisor that died holds none.  The mark's fd, -EAGAIN when
+ * all max_starting (64 when unlimited) are held, or -1 with err set. */
+int awaited_boot_mark(const struct mcp_config *cfg, mcp_error_t *err);
+/* Whether any process holds one. */
+bool awaited_boot_any(const struct mcp_config *cfg);
+
 /* Run slots: at most runs_per_token background runs of one token are
  * active at once across the service (lock files below
  * <state>/slots/runs/t-<token name>/).  The supervisor that owns a run holds

@@ -26,6 +26,7 @@
 #include "common/cpus.h"
 #include "common/frame.h"
 #include "common/metrics.h"
+#include "common/slots.h"
 #include "common/util.h"
 #include "fcgi/session.h"
 #include "sandbox/backend.h"
@@ -269,7 +270,8 @@ static struct pool_demand demand;
  * leaves out the pool's own boots. */
 static struct cpu_sample cpu_after;
 static bool cpu_known;
-static bool growth_told; /* the wait below is logged once until the pool reaches its target */
+static bool growth_told;     /* the wait below is logged once until the pool reaches its target */
+static int64_t awaited_told; /* when a refill held back by an awaited boot was last logged */
 
 /* How many sandboxes fill_pool() may have, ready or starting: the target,
  * but no more than pool_size (or than it has) while the machine was busier
@@ -318,6 +320,17 @@ static void fill_pool_once(struct store *st) {
     want = room;
   if (want <= 0)
     return;
+  /* Not while a session waits for a boot of its own (or a wake): on 2
+   * cores a pool boot beside it, even at a quarter of the weight, made that
+   * session wait about a third longer.  The next tick looks again. */
+  if (awaited_boot_any(cfg)) {
+    if (awaited_told == 0 || now - awaited_told >= 60000) {
+      fprintf(stderr, "keeper: the pool waits to refill while a session waits for a sandbox of its own "
+                      "(said at most once a minute)\n");
+      awaited_told = now;
+    }
+    return;
+  }
   /* Half as many at once as there are cores (one on two): a boot takes a
    * core, and the other half stays for the boots of sessions that wait
    * and for calls (with one per core, a session that found the pool empty

@@ -122,6 +122,7 @@ struct sup {
   struct slot_hold slots;     /* the running call's execution slots */
   struct slot_wait slot_wait; /* the next call's place in a slots queue */
   int boot_fd;                /* a boot slot while the sandbox starts (-1: none) */
+  int awaited_fd;             /* while a boot a session waits for runs: its mark (slots.h; -1: none) */
   bool boot_waiting;          /* no boot slot was free: try again soon */
   int call;                   /* index of the client whose call runs, -1: none */
   bool call_active;
@@ -211,7 +212,22 @@ static void client_error(struct sup *s, int i, const char *sentence) {
 static void boot_release(struct sup *s) {
   if (s->boot_fd >= 0)
     close(s->boot_fd);
-  s->boot_fd = -1;
+  if (s->awaited_fd >= 0)
+    close(s->awaited_fd);
+  s->boot_fd = s->awaited_fd = -1;
+}
+
+/* A boot a session waits for holds a mark until the ready: meanwhile the
+ * keeper boots nothing for the pool (slots.h).  Best effort: without one
+ * the pool's boots go on beside it. */
+static void awaited_mark(struct sup *s) {
+  if (s->awaited_fd >= 0)
+    return;
+  mcp_error_t err = NULL;
+  int fd = awaited_boot_mark(&s->cfg, &err);
+  if (fd == -1)
+    mcp_error_log_release(&err, "mcp-sandboxd: awaited boot");
+  s->awaited_fd = fd < 0 ? -1 : fd;
 }
 
 static void exec_close(struct sup *s) {
@@ -278,6 +294,8 @@ static int sandbox_start(struct sup *s, mcp_error_t *err) {
   }
   enum boot_weight boot = hibernate_in_sessions(&s->hib) ? BOOT_AWAITED : BOOT_AHEAD;
   s->sb.cpu_shares = cgroups_boot_shares(boot);
+  if (boot == BOOT_AWAITED)
+    awaited_mark(s);
   int ret = strcmp(s->cfg.backend, "runsc") == 0 ? workspace_mount(s->dirfd, err) : 0;
   if (ret == 0) /* 1: restored from its hibernation image */
     ret = hibernate_start(&s->hib, &s->sb, in[0], out[1], err);
@@ -1149,7 +1167,7 @@ int supervisor_main(int argc, char **argv) {
   s.sandbox_pid = -1;
   s.slots = SLOT_HOLD_NONE;
   s.slot_wait = SLOT_WAIT_NONE;
-  s.boot_fd = -1;
+  s.boot_fd = s.awaited_fd = -1;
   s.call = -1;
   s.quitter = -1;
   for (int i = 0; i < MAX_CLIENTS; i++)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/metrics.h"
+#include "common/slots.h"
 #include "common/util.h"
 #include "mcp-harness.h"
 #include "tap.h"
@@ -319,6 +320,36 @@ static void disk_committed(void) {
   is_int(delete_session(&h, TEST_TOKEN, sid2), 204, "disk committed: DELETE the second");
 }
 
+/* A boot a session waits for holds an awaited mark (common/slots.h) from
+ * its start to the executor's ready, so that the keeper boots nothing for
+ * the pool meanwhile; the call's answer finds it released. */
+#define AWAITED_BOOT_S 3
+static void awaited_boot(void) {
+  char py[sizeof(slow_py) + sizeof(h.libexec) + 16];
+  if (snprintf(py, sizeof(py), slow_py, AWAITED_BOOT_S, h.libexec) >= (int)sizeof(py))
+    bail_out("executor text too long");
+  use_libexec("awaited-boot", py);
+  ok(!awaited_boot_any(&h.cfg), "awaited boot: no mark before the session");
+  char sid[SESSION_ID_MAX];
+  if (!initialize(&h, TEST_TOKEN, sid))
+    bail_out("initialize");
+  bool seen = false;
+  for (int i = 0; i < 200 && !seen; i++) {
+    seen = awaited_boot_any(&h.cfg);
+    if (!seen)
+      usleep(10 * 1000);
+  }
+  ok(seen, "awaited boot: a new session's own boot holds a mark");
+  struct response r;
+  call(sid, "{\"code\":\"print(6 * 7)\"}", &r);
+  const cJSON *res = rpc_result(&r, "awaited boot");
+  is_str(jstr(res, "structuredContent.stdout"), "42\n", "awaited boot: the call runs once it is ready");
+  response_free(&r);
+  ok(!awaited_boot_any(&h.cfg), "awaited boot: the mark is gone at the ready");
+  is_int(delete_session(&h, TEST_TOKEN, sid), 204, "awaited boot: DELETE");
+  use_real_libexec();
+}
+
 int main(void) {
   harness_setup(&h);
   disk_floor();
@@ -330,6 +361,7 @@ int main(void) {
   dying_executor("dies-after-accepting", 1, true);
   dying_executor("dies-before-accepting-twice", 2, false);
   no_supervisor();
+  awaited_boot();
   slow_boot();
   harness_teardown(&h);
   return done_testing();

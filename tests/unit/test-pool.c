@@ -2,7 +2,8 @@
  * as the sessions of the last pool_window seconds up to pool_max (within
  * the host's available memory), back to pool_size once the window passed;
  * the CPU share that lets it grow (pool_grow_idle); then the keeper doing
- * it, with the direct backend. */
+ * it, with the direct backend, and holding back while a session waits for
+ * a boot of its own. */
 #include "config.h"
 
 #include <dirent.h>
@@ -18,6 +19,7 @@
 
 #include "common/cpus.h"
 #include "common/metrics.h"
+#include "common/slots.h"
 #include "common/util.h"
 #include "fcgi/keeper.h"
 #include "mcp-harness.h"
@@ -177,6 +179,26 @@ static void keeper_tests(void) {
   is_int(gone_left(before, n), 0, "and nothing is left of it");
 }
 
+/* While a session waits for a boot of its own (a supervisor holds an
+ * awaited mark) the keeper starts no pool boot; it does at the next tick
+ * after the mark is gone. */
+static void awaited_tests(void) {
+  h.cfg.pool_size = 0;
+  keeper_tick(&h.store, false);
+  h.cfg.pool_size = 1;
+  mcp_error_t err = NULL;
+  int mark = awaited_boot_mark(&h.cfg, &err);
+  if (mark < 0)
+    bail_out("awaited mark: %s", err ? err->msg : "none free");
+  keeper_tick(&h.store, false);
+  is_int(pool_ready(), 0, "while a session waits for its own boot the pool boots none");
+  close(mark);
+  keeper_tick(&h.store, false);
+  is_int(pool_ready(), 1, "once it is ready the pool refills");
+  h.cfg.pool_size = 0;
+  keeper_tick(&h.store, false);
+}
+
 /* A pool folder claimed a moment ago: renamed into sessions/ before its
  * meta.json is written, with the mtime of its boot (an hour old here).
  * The keeper must not take it for a creation that died half-way. */
@@ -215,6 +237,7 @@ int main(void) {
   demand_tests();
   cpu_tests();
   keeper_tests();
+  awaited_tests();
   claim_race_tests();
   harness_teardown(&h);
   return done_testing();

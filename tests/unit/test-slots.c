@@ -4,7 +4,7 @@
  * passed over; a token that is full queues in its own line and does not
  * hold back another token; giving up leaves the queue and frees the
  * token's slot; beyond its busy share a token's call waits for a window
- * of the CPU with half a core idle.  Several "supervisors" in one process: OFD locks of
+ * of the CPU with half a core idle; awaited boots' marks.  Several "supervisors" in one process: OFD locks of
  * different opens conflict as between processes. */
 #include "config.h"
 
@@ -251,6 +251,35 @@ static void busy_tests(void) {
   slot_cpu_read = cpus_sample;
 }
 
+/* Awaited boots' marks: held while one runs, none after, none of a
+ * process that died; all taken: -EAGAIN. */
+static void awaited_tests(void) {
+  mcp_error_t err = NULL;
+  int max_starting = cfg.max_starting;
+  cfg.max_starting = 2;
+  ok(!awaited_boot_any(&cfg), "awaited: none before any boot");
+  int a = awaited_boot_mark(&cfg, &err);
+  ok(a >= 0 && awaited_boot_any(&cfg), "awaited: a mark is seen while it is held");
+  int b = awaited_boot_mark(&cfg, &err);
+  ok(b >= 0 && b != a, "awaited: a second boot takes another");
+  is_int(awaited_boot_mark(&cfg, &err), -EAGAIN, "awaited: max_starting of them at most");
+  close(a);
+  ok(awaited_boot_any(&cfg), "awaited: one still held");
+  close(b);
+  ok(!awaited_boot_any(&cfg), "awaited: none once both are released");
+  pid_t pid = fork();
+  if (pid == 0) {
+    mcp_error_t e = NULL;
+    _exit(awaited_boot_mark(&cfg, &e) >= 0 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ok(WIFEXITED(status) && WEXITSTATUS(status) == 0 && !awaited_boot_any(&cfg),
+     "awaited: the mark of a process that died is not seen");
+  mcp_error_release(&err);
+  cfg.max_starting = max_starting;
+}
+
 int main(void) {
   config_defaults(&cfg);
   const char *t = getenv("TMPDIR");
@@ -267,6 +296,7 @@ int main(void) {
   dead_waiter_tests();
   token_tests();
   busy_tests();
+  awaited_tests();
   int dfd = open(dir, O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     mcp_error_t err = NULL;
