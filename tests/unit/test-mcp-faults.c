@@ -323,7 +323,7 @@ static void disk_committed(void) {
 /* A boot a session waits for holds an awaited mark (common/slots.h) from
  * its start to the executor's ready, so that the keeper boots nothing for
  * the pool meanwhile; the call's answer finds it released. */
-#define AWAITED_BOOT_S 3
+#define AWAITED_BOOT_S 5
 static void awaited_boot(void) {
   char py[sizeof(slow_py) + sizeof(h.libexec) + 16];
   if (snprintf(py, sizeof(py), slow_py, AWAITED_BOOT_S, h.libexec) >= (int)sizeof(py))
@@ -334,7 +334,7 @@ static void awaited_boot(void) {
   if (!initialize(&h, TEST_TOKEN, sid))
     bail_out("initialize");
   bool seen = false;
-  for (int i = 0; i < 200 && !seen; i++) {
+  for (int i = 0; i < 400 && !seen; i++) { /* within 4 s of a 5 s boot */
     seen = awaited_boot_any(&h.cfg);
     if (!seen)
       usleep(10 * 1000);
