@@ -330,27 +330,26 @@ void slot_release(struct slot_hold *h) {
   *h = SLOT_HOLD_NONE;
 }
 
-int boot_slot_try(const struct mcp_config *cfg, mcp_error_t *err) {
+/* A free one of n lock files below <state>/slots/<sub>, or -EAGAIN. */
+static int take_below(const struct mcp_config *cfg, const char *sub, int n, mcp_error_t *err) {
   cleanup_close int sfd = slots_dir(cfg, err);
   if (sfd < 0)
     return -1;
-  cleanup_close int bfd = sub_dir(sfd, "boot", err);
-  if (bfd < 0)
+  cleanup_close int dfd = sub_dir(sfd, sub, err);
+  if (dfd < 0)
     return -1;
-  return take_one(bfd, cfg->max_starting, err);
+  return take_one(dfd, n, err);
+}
+
+int boot_slot_try(const struct mcp_config *cfg, mcp_error_t *err) {
+  return take_below(cfg, "boot", cfg->max_starting, err);
 }
 
 /* How many awaited marks there are (slots.h). */
 static int awaited_marks(const struct mcp_config *cfg) { return cfg->max_starting > 0 ? cfg->max_starting : 64; }
 
 int awaited_boot_mark(const struct mcp_config *cfg, mcp_error_t *err) {
-  cleanup_close int sfd = slots_dir(cfg, err);
-  if (sfd < 0)
-    return -1;
-  cleanup_close int afd = sub_dir(sfd, "awaited", err);
-  if (afd < 0)
-    return -1;
-  return take_one(afd, awaited_marks(cfg), err);
+  return take_below(cfg, "awaited", awaited_marks(cfg), err);
 }
 
 bool awaited_boot_any(const struct mcp_config *cfg) {

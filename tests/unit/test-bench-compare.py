@@ -18,17 +18,7 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ.get("MCP_TEST_SRCDIR", "."), "tests", "bench"))
 
 import compare  # noqa: E402
-
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n, what), flush=True)
-    if not cond:
-        failed += 1
+from tap import done, ok  # noqa: E402  (tests/unit/tap.py, beside this file)
 
 
 def run_doc(burst, tput, warm_ratio, first_cold=None):
@@ -124,8 +114,7 @@ def main():
         except SystemExit as e:
             ok("not a scripts/bench result" in str(e), "a file without samples is refused, by name")
 
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return done()
 
 
 if __name__ == "__main__":

@@ -22,17 +22,7 @@ from mcp_executor import status  # noqa: E402
 from mcp_executor.spare import Spare, prepare_spare, take_spare  # noqa: E402
 from mcp_executor.turns import TOKEN_WAIT  # noqa: E402
 from mcp_executor.state import Args, State  # noqa: E402
-
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n, what), flush=True)
-    if not cond:
-        failed += 1
+from tap import done, ok  # noqa: E402  (tests/unit/tap.py, beside this file)
 
 
 def until(cond, seconds=20.0):
@@ -142,8 +132,7 @@ def main():
     ok(not (said.packages_changed or said.install_failed or said.packages_missing or said.input_failed
             or said.memory_error or said.learned or said.value), "the warm line sets nothing else")
 
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return done()
 
 
 if __name__ == "__main__":
