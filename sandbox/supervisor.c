@@ -221,8 +221,6 @@ static void boot_release(struct sup *s) {
  * keeper boots nothing for the pool (slots.h).  Best effort: without one
  * the pool's boots go on beside it. */
 static void awaited_mark(struct sup *s) {
-  if (s->awaited_fd >= 0)
-    return;
   mcp_error_t err = NULL;
   int fd = awaited_boot_mark(&s->cfg, &err);
   if (fd == -1)

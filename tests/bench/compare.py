@@ -18,18 +18,16 @@ counts for the row a change was meant to move, named before the runs.
 
     compare.py --base B1.json B2.json ... --change C1.json C2.json ... [--json OUT]
 
-Standard library only, so that any Debian python3 runs it.
+Standard library only (with bench.py beside it), so that any Debian python3 runs it.
 """
 
 import argparse
 import json
 import math
-import statistics
 import sys
 
-# Sample kinds that are rates (more is better); every other is a time or
-# a CPU figure (less is better).  Names as tests/bench/bench.py writes them.
-RATES = {"tput_host", "tput_service", "list_ours", "list_everything"}
+from bench import median, summary  # bench.py beside this file: the same statistics as its report
+
 ALPHA = 0.05
 
 
@@ -56,11 +54,6 @@ def sign_p(wins, losses):
     k = min(wins, losses)
     tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n
     return min(1.0, 2.0 * tail)
-
-
-def p90(values):
-    v = sorted(values)
-    return v[int(0.9 * (len(v) - 1) + 0.5)]
 
 
 def compare_pairs(base, change, lower_better):
@@ -92,8 +85,7 @@ def pct(b, c):
 
 
 def median_of(values):
-    v = [x for x in values if x is not None]
-    return statistics.median(v) if v else None
+    return median([x for x in values if x is not None])
 
 
 def targets(runs):
@@ -110,15 +102,20 @@ def targets(runs):
 
 
 def samples(runs):
-    """kind -> [list of samples of each run or None]"""
-    out = {}
+    """kind -> [list of samples of each run or None], and the kinds that
+    are rates (the unit the bench gives them, "per_s": more is better;
+    every other kind is a time or a CPU figure)."""
+    out, rates = {}, set()
     for i, doc in enumerate(runs):
         for kind, vals in doc["samples"].items():
             nums = [float(x) for x in vals if isinstance(x, (int, float))] if isinstance(vals, list) else []
             if not nums:
                 continue
             out.setdefault(kind, [None] * len(runs))[i] = nums
-    return out
+        for kind, summ in (doc.get("summary") or {}).items():
+            if isinstance(summ, dict) and summ.get("unit") == "per_s":
+                rates.add(kind)
+    return out, rates
 
 
 def compare(base_runs, change_runs):
@@ -135,20 +132,17 @@ def compare(base_runs, change_runs):
         row["change_pct"] = pct(row["base_median"], row["change_median"])
         row.update(compare_pairs(bv, cv, lower_better=(op != ">=")))
         res["targets"].append(row)
-    sb, sc = samples(base_runs), samples(change_runs)
+    (sb, rb), (sc, rc) = samples(base_runs), samples(change_runs)
+    rates = rb | rc
     for kind in list(sb) + [k for k in sc if k not in sb]:
         bl, cl = sb.get(kind, [None] * n), sc.get(kind, [None] * n)
-        bm = [statistics.median(x) if x else None for x in bl]
-        cm = [statistics.median(x) if x else None for x in cl]
-        bp = [v for x in bl if x for v in x]
-        cp = [v for x in cl if x for v in x]
-        row = {"kind": kind, "rate": kind in RATES, "base_run_medians": bm, "change_run_medians": cm,
-               "base_pooled": {"n": len(bp), "median": statistics.median(bp) if bp else None,
-                               "p90": p90(bp) if bp else None},
-               "change_pooled": {"n": len(cp), "median": statistics.median(cp) if cp else None,
-                                 "p90": p90(cp) if cp else None}}
+        bm = [median(x) if x else None for x in bl]
+        cm = [median(x) if x else None for x in cl]
+        row = {"kind": kind, "rate": kind in rates, "base_run_medians": bm, "change_run_medians": cm,
+               "base_pooled": summary([v for x in bl if x for v in x]),
+               "change_pooled": summary([v for x in cl if x for v in x])}
         row["change_pct"] = pct(row["base_pooled"]["median"], row["change_pooled"]["median"])
-        row.update(compare_pairs(bm, cm, lower_better=kind not in RATES))
+        row.update(compare_pairs(bm, cm, lower_better=kind not in rates))
         res["samples"].append(row)
     return res
 

@@ -22,12 +22,14 @@ from tap import done, ok  # noqa: E402  (tests/unit/tap.py, beside this file)
 
 
 def run_doc(burst, tput, warm_ratio, first_cold=None):
-    """One bench result: the burst samples (ms), the throughput (calls/s)
-    and the warm call's target ratio."""
+    """One bench result: the burst samples (ms), the throughput (calls/s,
+    a rate by its unit in the summary, as bench.py writes it) and the warm
+    call's target ratio."""
     samples = {"burst": burst, "tput_service": [tput]}
     if first_cold is not None:
         samples["first_cold"] = first_cold
-    return {"samples": samples, "targets": [
+    units = {kind: {"unit": "per_s" if kind == "tput_service" else "ms"} for kind in samples}
+    return {"samples": samples, "summary": units, "targets": [
         {"name": "warm_vs_host", "value": warm_ratio, "bound": 2.5, "op": "<=", "description": "warm / host"},
         {"name": "tput_vs_host", "value": tput / 40.0, "bound": 0.5, "op": ">=", "description": "calls/s / host"},
     ]}
