@@ -364,19 +364,20 @@ start_squid() {
 }
 
 stop_squid() {
-  local d="$MCP_STATE_DIR/egress" f="$MCP_STATE_DIR/egress/squid.run.pid" i
+  local d="$MCP_STATE_DIR/egress" f="$MCP_STATE_DIR/egress/squid.run.pid" i helpers
   if pid_alive "$f"; then
     kill -TERM "$(cat "$f")" 2>/dev/null || true
     for i in $(seq 1 50); do pid_alive "$f" || break; sleep 0.1; done
     pid_alive "$f" && kill -KILL "$(cat "$f")" 2>/dev/null
   fi
   rm -f "$f"
-  # Squid's helpers (mcp-egress-helper, security_file_certgen; each names
+  # Squid's helpers (mcp-egress-helper, security_file_certgen, each given
   # a path below $d) read their end of a pipe and exit after Squid does,
   # not with it: wait for them too, so that the proxy is gone when this
   # returns (a leftover check that ran at once found them exiting).
-  for i in $(seq 1 50); do pgrep -f "$d/" >/dev/null || return 0; sleep 0.1; done
-  pkill -KILL -f "$d/" 2>/dev/null || true
+  helpers="(mcp-egress-helper|security_file_certgen)\)? .*$d/"
+  for i in $(seq 1 50); do pgrep -f "$helpers" >/dev/null || return 0; sleep 0.1; done
+  pkill -KILL -f "$helpers" 2>/dev/null || true
 }
 
 # The server's side: where the sandboxes' traffic goes (unless set).
