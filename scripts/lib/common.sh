@@ -364,7 +364,8 @@ start_squid() {
 }
 
 stop_squid() {
-  local d="$MCP_STATE_DIR/egress" f="$MCP_STATE_DIR/egress/squid.run.pid" i helpers
+  local d="$MCP_STATE_DIR/egress" f i helpers
+  f="$d/squid.run.pid"
   if pid_alive "$f"; then
     kill -TERM "$(cat "$f")" 2>/dev/null || true
     for i in $(seq 1 50); do pid_alive "$f" || break; sleep 0.1; done
