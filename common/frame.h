@@ -16,6 +16,11 @@
  *                                                        restored from its checkpoint; reseed,
  *                                                        replace what was forked before it, answer Y
  *   A  accepted    executor -> supervisor                empty; the call is its own now
+ *   L  later       supervisor -> executor                ASCII milliseconds, right after a D:
+ *                                                        other sessions' calls wait (slots.h:
+ *                                                        slot_others_wait); fork and warm no
+ *                                                        spare until N, or for that long
+ *   N  now         supervisor -> executor                empty: none waits any more
  *   O  stdout      executor -> supervisor -> responder   bytes
  *   E  stderr      executor -> supervisor -> responder   bytes
  *   D  done        executor -> supervisor -> responder   JSON result
@@ -61,6 +66,8 @@ enum frame_type {
   FRAME_WAKE = 'W',
   FRAME_HIBERNATE = 'H',
   FRAME_ACCEPTED = 'A',
+  FRAME_SPARES_LATER = 'L',
+  FRAME_SPARES_NOW = 'N',
   FRAME_STDOUT = 'O',
   FRAME_STDERR = 'E',
   FRAME_DONE = 'D',

@@ -369,6 +369,41 @@ bool awaited_boot_any(const struct mcp_config *cfg) {
   return false;
 }
 
+/* Whether the queue folder at path (below dirfd) holds a live ticket. */
+static bool queue_waits(int dirfd, const char *path) {
+  cleanup_close int q = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  return q >= 0 && ticket_ahead(q, NULL);
+}
+
+bool slot_others_wait(const struct mcp_config *cfg) {
+  if (awaited_boot_any(cfg))
+    return true;
+  mcp_error_t err = NULL;
+  cleanup_close int sfd = slots_dir(cfg, &err);
+  if (sfd < 0) {
+    mcp_error_release(&err);
+    return false; /* no slot was ever taken */
+  }
+  if (queue_waits(sfd, "queue"))
+    return true;
+  int dfd = dup(sfd);
+  DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+  if (d == NULL) {
+    if (dfd >= 0)
+      close(dfd);
+    return false;
+  }
+  bool waits = false;
+  struct dirent *e;
+  while (!waits && (e = readdir(d)) != NULL) {
+    char path[NAME_MAX + 8];
+    if (strncmp(e->d_name, "t-", 2) == 0 && snprintf(path, sizeof(path), "%s/queue", e->d_name) < (int)sizeof(path))
+      waits = queue_waits(sfd, path);
+  }
+  closedir(d);
+  return waits;
+}
+
 int run_slot_try(const struct mcp_config *cfg, const char *token, mcp_error_t *err) {
   cleanup_close int sfd = slots_dir(cfg, err);
   if (sfd < 0)

@@ -90,6 +90,10 @@ void slot_wait_end(struct slot_wait *w, struct slot_hold *h);
 bool slot_global_full(const struct mcp_config *cfg, struct slot_hold *h);
 /* Release both slots and wake the queues that wait for them. */
 void slot_release(struct slot_hold *h);
+/* Whether calls wait: a live ticket in the service's queue or in any
+ * token's, or an awaited boot (below).  A sandbox whose call has answered
+ * holds back its next spare meanwhile (sandbox/supervisor.c). */
+bool slot_others_wait(const struct mcp_config *cfg);
 
 /* Boot slots: at most max_starting sandboxes boot at once across the
  * service (lock files below <state>/slots/boot/).  A boot takes CPU (the

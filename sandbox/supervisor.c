@@ -85,6 +85,14 @@
 #define TASKS_CUT_EIGHTHS 6
 #define TASKS_LEFT_EIGHTHS 5
 #define QUIESCE_MS 5000 /* the executor's answer to H before a checkpoint */
+/* After a call's answer, while other sessions' calls wait (slots.h:
+ * slot_others_wait), the executor forks and warms no spare (frame L) until
+ * none waits (N), for at most SPARES_LATER_MS; the supervisor looks every
+ * SPARES_LOOK_MS.  On 2 cores a burst's early sessions otherwise spend
+ * three times their call's CPU on their next spare while the late ones
+ * wait for the CPU (tests/bench/FINDINGS.md, "Bursts"). */
+#define SPARES_LATER_MS 2000
+#define SPARES_LOOK_MS 50
 
 struct client {
   int fd;
@@ -146,6 +154,8 @@ struct sup {
   bool call_persistent;
   unsigned call_lang; /* the call's language (bg_lang_bit) */
   struct hibernation hib;
+  int64_t spares_later_until; /* the executor holds its spares (L) until N or then; 0: it does not */
+  int64_t spares_looked_at;   /* now_ms() of the last look at the queues since L */
 };
 
 static void client_close(struct sup *s, int i) {
@@ -239,6 +249,7 @@ static void exec_close(struct sup *s) {
   s->started = false;
   s->sandbox_pid = -1;
   s->tasks_cut = s->tasks_cut_answered = false;
+  s->spares_later_until = 0;
   /* The interpreters die with it; the next persistent call of each language says so. */
   s->interpreters_lost |= s->interpreters;
   s->interpreters = 0;
@@ -546,6 +557,7 @@ static void start_call(struct sup *s, int i) {
     mcp_error_release(&err);
   const char *slash = strrchr(s->sb.dir, '/');
   egress_call_start(&s->eg, req, c->token, slash != NULL ? slash + 1 : s->sb.dir);
+  s->spares_later_until = 0; /* the request ends the executor's wait too */
   if (frame_write(s->exec_in, FRAME_REQUEST, c->request.data, c->request.len) < 0)
     sandbox_lost(s, false);
 }
@@ -671,6 +683,36 @@ static void note_result(struct sup *s, const char *json, size_t len) {
     s->tasks_cut_answered = true;
 }
 
+/* The executor's call has answered (its D is in): while other sessions'
+ * calls wait, its next spares wait too (SPARES_LATER_MS).  Said before the
+ * answer goes on, so that it is there within the executor's SPARE_DELAY. */
+static void spares_later(struct sup *s) {
+  if (!slot_others_wait(&s->cfg))
+    return;
+  char ms[16];
+  int len = snprintf(ms, sizeof(ms), "%d", SPARES_LATER_MS);
+  if (frame_write(s->exec_in, FRAME_SPARES_LATER, ms, (size_t)len) == 0) {
+    s->spares_looked_at = now_ms();
+    s->spares_later_until = s->spares_looked_at + SPARES_LATER_MS;
+  }
+}
+
+/* Every SPARES_LOOK_MS after an L: N once no call waits.  (Past
+ * SPARES_LATER_MS the executor goes on by itself; a failed write is a
+ * sandbox loss, which the pipe's end tells.) */
+static void spares_look(struct sup *s) {
+  int64_t now = now_ms();
+  if (s->spares_later_until == 0 || now - s->spares_looked_at < SPARES_LOOK_MS)
+    return;
+  s->spares_looked_at = now;
+  if (now >= s->spares_later_until) {
+    s->spares_later_until = 0;
+  } else if (!slot_others_wait(&s->cfg)) {
+    s->spares_later_until = 0;
+    frame_write(s->exec_in, FRAME_SPARES_NOW, NULL, 0);
+  }
+}
+
 static void on_exec_frame(struct sup *s, const struct frame *f) {
   switch (f->type) {
   case FRAME_READY:
@@ -698,6 +740,7 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
     if (s->call_active) {
       cleanup_free char *json = xstrndup(f->payload, f->len);
       note_result(s, f->payload, f->len);
+      spares_later(s);
       send_call_result(s, json ? json : "{}");
     }
     break;
@@ -944,6 +987,7 @@ static bool sandbox_alive(struct sup *s) {
  * restored sooner.  An executor that does not answer in time is
  * checkpointed as it is. */
 static void executor_quiesce(struct sup *s) {
+  s->spares_later_until = 0; /* H ends the executor's wait for N */
   if (frame_write(s->exec_in, FRAME_HIBERNATE, NULL, 0) < 0)
     return;
   int64_t deadline = now_ms() + QUIESCE_MS;
@@ -1038,6 +1082,8 @@ static int loop(struct sup *s) {
     int eg_timeout = egress_timeout_ms(&s->eg);
     if (eg_timeout >= 0 && eg_timeout < timeout)
       timeout = eg_timeout;
+    if (s->spares_later_until > 0 && timeout > SPARES_LOOK_MS)
+      timeout = SPARES_LOOK_MS;
     int r = poll(p, (nfds_t)n, timeout);
     if (r < 0 && errno != EINTR)
       return -1;
@@ -1064,6 +1110,7 @@ static int loop(struct sup *s) {
     }
     check_tasks(s);
     replace_after_cut(s);
+    spares_look(s);
     now = now_ms();
     if (s->call_active && now >= s->call_deadline) {
       fprintf(stderr, "mcp-sandboxd %s: the call overran its deadline; restarting the sandbox\n", s->sb.id);

@@ -4,7 +4,8 @@ activities at once: the call of the R frame (the foreground: one at a
 time, accepted with A, answered with D), background runs (G frames,
 answered with d when they end, ended early by C) and the persistent
 interpreters between their cells.  Between foreground calls it imports
-what the last one learned and forks the next spares.  A wake frame
+what the last one learned and forks the next spares, later when the
+supervisor says other sessions' calls wait (L, then N).  A wake frame
 (W) comes after the sandbox was restored from its checkpoint, H before
 the checkpoint (restore.py).
 """
@@ -21,13 +22,14 @@ from .call import Call, send_done
 from .limits import set_dumpable
 from .persistent import Interpreter, Cell
 from .processes import clear_scratch, reap, sweep
-from .protocol import (ACCEPTED, CANCEL, DONE, HIBERNATE, PROCESSES, REQUEST, RUN_CANCEL, RUN_DONE, RUN_START,
-                       WAKE, FrameReader, write_frame, write_ready)
+from .protocol import (ACCEPTED, CANCEL, DONE, HIBERNATE, HEADER, PROCESSES, REQUEST, RUN_CANCEL, RUN_DONE,
+                       RUN_START, SPARES_LATER, SPARES_NOW, WAKE, FrameReader, write_frame, write_ready)
 from .restore import before_checkpoint, wake
 from .spare import drop_killed, drop_python_spares, drop_spares, pair_spares, prepare_spare
 from .state import Args, State
 
 SPARE_DELAY = 0.05  # seconds between a call's answer and the next spare's fork
+LATER_MAX = 10.0  # seconds an L frame may hold the spares at most, whatever it says
 
 
 def main():
@@ -67,6 +69,8 @@ class Loop:
         self.reader = reader
         self.wake_r = wake_r
         self.lost = set()  # languages whose interpreter died between two calls
+        self.later_until = 0.0  # the spares wait for N until then (L; 0: they do not wait)
+        self.spare_due = False  # the last call's spares are not forked yet (they waited)
 
     def serve(self):
         while True:
@@ -82,7 +86,9 @@ class Loop:
             if frame is None:
                 return
             kind, payload = frame
-            if kind == REQUEST and self.st.foreground is None:
+            if kind in (SPARES_LATER, SPARES_NOW):
+                self.spares_word(kind, payload)
+            elif kind == REQUEST and self.st.foreground is None:
                 self.start(payload, None)
             elif kind == CANCEL and self.st.foreground is not None:
                 self.st.foreground.cancel()
@@ -93,8 +99,10 @@ class Loop:
             elif kind == PROCESSES:
                 self.cut()
             elif kind == WAKE:
+                self.spares_now(fork=False)  # wake() forks them
                 wake(self.st, payload)
             elif kind == HIBERNATE:
+                self.spares_now(fork=False)  # none now, and new ones after the wake
                 before_checkpoint(self.st)
 
     def cut(self):
@@ -135,6 +143,10 @@ class Loop:
             # before it, the supervisor may hand the call to a new sandbox.
             write_frame(ACCEPTED, b"")
             self.st.turns.close_gate()  # spares warming up wait (turns.py)
+            # The call takes a spare, or forks its own: what waited is due
+            # no more, and what its end says decides the next ones.
+            self.later_until = 0.0
+            self.spare_due = False
             payload = with_relay(self.st, req, payload)
         else:
             req.pop("egress", None)
@@ -202,8 +214,11 @@ class Loop:
         st = self.st
         now = time.monotonic()
         acts = self.activities()
-        # Idle (nothing runs): sleep until a frame or a signal comes.
+        # Idle (nothing runs): sleep until a frame or a signal comes, or
+        # until the spares wait no more.
         timeout = min([act.wait_seconds(now) for _, act in acts] + [1.0]) if acts else None
+        if self.later_until > 0:
+            timeout = max(0.0, min(timeout if timeout is not None else 1.0, self.later_until - now))
         owner = {}
         for tag, act in acts:
             for fd in act.fds():
@@ -233,6 +248,8 @@ class Loop:
                 self.finish(tag, act)
         for lang in list(st.interpreters):
             self.interpreter(lang)
+        if self.later_until > 0 and time.monotonic() >= self.later_until:
+            self.spares_now()  # no N came in time
 
     def finish(self, tag, act):
         """An activity is over: its result frame, then (the foreground's)
@@ -280,12 +297,16 @@ class Loop:
         # small machine that delays the answer on its way out.  A request
         # that comes first (back to back) is served at once, by the other
         # spare the session keeps from then on, or by a fork on demand.
+        # While other sessions' calls wait for the CPU (the supervisor says
+        # L right after this call's D), the fork and the warm-up wait until
+        # none does (N): they are this session's bet on its next call,
+        # theirs are calls already made (tests/bench/FINDINGS.md, "Bursts").
         if self.pending(SPARE_DELAY):
             pair_spares(st)
+        elif self.later_until > 0:
+            self.spare_due = True
         else:
-            prepare_spare(st, self.pending)  # after the imports: the spares have them too
-            if self.pending():
-                pair_spares(st)  # it came while the spare was forked: as good as back to back
+            self.fork_spares()
         # /tmp and /dev/shm do not persist: emptied before the next request
         # is read, after the spare's fork (which the next call waits for
         # more often than for this), unless a run or an interpreter (whose
@@ -293,9 +314,55 @@ class Loop:
         if quiet:
             clear_scratch(st.args)
 
+    def fork_spares(self):
+        # After the imports: the spares have them too.  A request, or an L,
+        # between two forks stops the second.
+        prepare_spare(self.st, lambda: self.pending() or self.later_until > 0)
+        if self.pending():
+            pair_spares(self.st)  # it came while the spare was forked: as good as back to back
+
+    # ---- the supervisor's word on the spares (L, N) ----
+
+    def spares_word(self, kind, payload):
+        """L (the spares wait, for at most its milliseconds) or N."""
+        if kind == SPARES_NOW:
+            self.spares_now()
+        elif self.st.foreground is None:  # (an L the next request overtook is stale)
+            try:
+                ms = int(payload)
+            except ValueError:
+                ms = 0
+            self.later_until = time.monotonic() + min(max(ms, 0) / 1000, LATER_MAX)
+            self.st.turns.close_gate()  # spares forked earlier stop warming up too
+
+    def spares_now(self, fork=True):
+        """The spares wait no more: warm-ups go on, and the fork that waited
+        (if any, and fork) happens now."""
+        self.later_until = 0.0
+        if self.st.foreground is not None:
+            return
+        self.st.turns.open_gate()
+        due, self.spare_due = self.spare_due, False
+        if due and fork:
+            self.fork_spares()
+
     def pending(self, timeout=0):
-        """Whether a frame waits on fd 0 (or comes within timeout seconds)."""
-        return bool(self.reader.buf) or bool(select.select([0], [], [], timeout)[0])
+        """Whether a frame other than L or N (taken here) waits on fd 0, or
+        comes within timeout seconds."""
+        end = time.monotonic() + timeout
+        while True:
+            while self.reader.buf[:1] in (SPARES_LATER, SPARES_NOW) and len(self.reader.buf) >= HEADER.size:
+                frame = self.reader.next()
+                if frame is None:
+                    break  # the rest of it is on its way
+                self.spares_word(*frame)
+            if self.reader.buf and self.reader.buf[:1] not in (SPARES_LATER, SPARES_NOW):
+                return True
+            left = end - time.monotonic()
+            if not select.select([0], [], [], max(left, 0))[0]:
+                return False
+            if not self.reader.fill():
+                self.quit()
 
     def quit(self):
         """The supervisor is gone: so is everything here."""

@@ -4,8 +4,9 @@
  * passed over; a token that is full queues in its own line and does not
  * hold back another token; giving up leaves the queue and frees the
  * token's slot; beyond its busy share a token's call waits for a window
- * of the CPU with half a core idle; awaited boots' marks.  Several "supervisors" in one process: OFD locks of
- * different opens conflict as between processes. */
+ * of the CPU with half a core idle; awaited boots' marks; whether calls
+ * wait (slot_others_wait).  Several "supervisors" in one process: OFD
+ * locks of different opens conflict as between processes. */
 #include "config.h"
 
 #include <dirent.h>
@@ -280,6 +281,59 @@ static void awaited_tests(void) {
   cfg.max_starting = max_starting;
 }
 
+/* slot_others_wait: a live ticket in the service's queue or in a token's,
+ * or an awaited boot; not a dead waiter's ticket. */
+static void others_wait_tests(void) {
+  ok(!slot_others_wait(&cfg), "others wait: not while no call waits");
+  cfg.max_concurrent = 1;
+  struct sup holder = sup_new(), waiter = sup_new();
+  is_int(take(&holder, "alpha", 8, NULL), 0, "others wait: a call holds the only slot");
+  ok(!slot_others_wait(&cfg), "others wait: a running call is not a waiting one");
+  is_int(take(&waiter, "beta", 8, NULL), -EAGAIN, "others wait: beta's call waits for the service's slot");
+  ok(slot_others_wait(&cfg), "others wait: seen in the service's queue");
+  slot_wait_end(&waiter.w, &waiter.h);
+  ok(!slot_others_wait(&cfg), "others wait: no more once it gave up");
+  slot_release(&holder.h);
+
+  cfg.max_concurrent = 4;
+  is_int(take(&holder, "alpha", 1, NULL), 0, "others wait: alpha's only call slot is taken");
+  enum slot_full full;
+  is_int(take(&waiter, "alpha", 1, &full), -EAGAIN, "others wait: alpha's second call waits");
+  ok(full == SLOT_FULL_TOKEN && slot_others_wait(&cfg), "others wait: seen in alpha's own queue");
+  slot_wait_end(&waiter.w, &waiter.h);
+  ok(!slot_others_wait(&cfg), "others wait: none once it gave up");
+
+  int ready[2];
+  if (pipe(ready) < 0)
+    bail_out("pipe: %s", strerror(errno));
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct sup dead = sup_new();
+    char c = take(&dead, "alpha", 1, NULL) == -EAGAIN ? 'q' : 'x';
+    if (write(ready[1], &c, 1) != 1)
+      _exit(1);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  ok(read(ready[0], &c, 1) == 1 && c == 'q' && slot_others_wait(&cfg),
+     "others wait: a waiter in another process is seen");
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  close(ready[0]);
+  close(ready[1]);
+  ok(!slot_others_wait(&cfg), "others wait: not once it died");
+  is_int(tickets("t-alpha/"), 0, "others wait: and its ticket was removed");
+  slot_release(&holder.h);
+
+  mcp_error_t err = NULL;
+  int mark = awaited_boot_mark(&cfg, &err);
+  ok(mark >= 0 && slot_others_wait(&cfg), "others wait: an awaited boot counts");
+  close(mark);
+  ok(!slot_others_wait(&cfg), "others wait: not once it is ready");
+  mcp_error_release(&err);
+}
+
 int main(void) {
   config_defaults(&cfg);
   const char *t = getenv("TMPDIR");
@@ -297,6 +351,7 @@ int main(void) {
   token_tests();
   busy_tests();
   awaited_tests();
+  others_wait_tests();
   int dfd = open(dir, O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     mcp_error_t err = NULL;
