@@ -151,6 +151,12 @@ int processes_with(const char *needle, int wait_ms) {
   }
 }
 
+int processes_now(const char *needle) {
+  pid_t pids[64];
+  reap();
+  return find_processes(needle, pids, 64, false);
+}
+
 int processes_after_delete(struct harness *h, const char *id, int wait_ms) {
   if (processes_with(id, wait_ms) == 0)
     return 0;

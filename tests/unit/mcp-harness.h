@@ -75,6 +75,8 @@ int delete_session(struct harness *h, const char *token, const char *id);
 /* Processes whose command line contains needle, after waiting up to
  * wait_ms for them to go away (children are reaped meanwhile). */
 int processes_with(const char *needle, int wait_ms);
+/* How many there are now (children reaped first), without a word. */
+int processes_now(const char *needle);
 
 /* Processes of a session just DELETEd, once they had the time to stop.
  * When some still run after wait_ms, one keeper pass (which the service
