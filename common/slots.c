@@ -39,12 +39,18 @@ static int take_one(int dirfd, int n, mcp_error_t *err) { return take_range(dirf
 
 int (*slot_cpu_read)(struct cpu_sample *s) = cpus_sample;
 
+/* Whether at least half a core was idle from a to b (no tick between
+ * them counts as idle). */
+static bool half_core_idle(const struct cpu_sample *a, const struct cpu_sample *b) {
+  int idle = cpu_idle_percent(a, b);
+  return idle < 0 || idle * cpus_usable() >= 50;
+}
+
 /* Whether the CPU has room for a call beyond its token's busy share: at
  * least half a core idle since w's last look, SLOT_CPU_LOOK_MS to a second
  * ago (unknown counts as room).  A look without such a window before it
  * starts one. */
 static bool cpu_has_room(struct slot_wait *w) {
-  long cores = cpus_usable();
   int64_t t = now_ms();
   if (w->cpu_at > 0 && t - w->cpu_at < SLOT_CPU_LOOK_MS)
     return false; /* too short a window to tell */
@@ -52,10 +58,15 @@ static bool cpu_has_room(struct slot_wait *w) {
   if (slot_cpu_read(&now) < 0)
     return true;
   bool window = w->cpu_at > 0 && t - w->cpu_at <= 1000;
-  int idle = window ? cpu_idle_percent(&w->cpu, &now) : 0;
+  bool room = window && half_core_idle(&w->cpu, &now);
   w->cpu = now;
   w->cpu_at = t;
-  return window && (idle < 0 || idle * cores >= 50);
+  return room;
+}
+
+bool slot_cpu_busy(const struct cpu_sample *since) {
+  struct cpu_sample now;
+  return slot_cpu_read(&now) < 0 || !half_core_idle(since, &now);
 }
 
 /* A free slot among n of dir for a call of a token whose busy share is

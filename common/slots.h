@@ -79,6 +79,9 @@ int slot_take(const struct mcp_config *cfg, const char *token, int token_max, in
               struct slot_wait *w, enum slot_full *full, mcp_error_t *err);
 /* How the CPU is read for the busy share (cpus_sample; a test's own). */
 extern int (*slot_cpu_read)(struct cpu_sample *s);
+/* Whether the CPU was busy from since (a slot_cpu_read sample) to now by
+ * the busy share's rule: less than half a core idle (unreadable: busy). */
+bool slot_cpu_busy(const struct cpu_sample *since);
 /* The fd to poll while waiting (-1: not waiting); drained by slot_take. */
 int slot_wait_fd(const struct slot_wait *w);
 /* How soon a waiting caller must call slot_take again unwoken (ms). */

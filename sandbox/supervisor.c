@@ -86,11 +86,14 @@
 #define TASKS_LEFT_EIGHTHS 5
 #define QUIESCE_MS 5000 /* the executor's answer to H before a checkpoint */
 /* After a call's answer, while other sessions' calls wait (slots.h:
- * slot_others_wait), the executor forks and warms no spare (frame L) until
- * none waits (N), for at most SPARES_LATER_MS; the supervisor looks every
- * SPARES_LOOK_MS.  On 2 cores a burst's early sessions otherwise spend
- * three times their call's CPU on their next spare while the late ones
- * wait for the CPU (tests/bench/FINDINGS.md, "Bursts"). */
+ * slot_others_wait) and the cores were busy over the call, the executor
+ * forks and warms no spare (frame L) until none waits (N), for at most
+ * SPARES_LATER_MS; the supervisor looks every SPARES_LOOK_MS.  On 2 cores a
+ * burst's early sessions otherwise spend three times their call's CPU on
+ * their next spare while the late ones wait for the CPU
+ * (tests/bench/FINDINGS.md, "Bursts").  Calls that wait while the cores
+ * idle (for a token's limit, beside sleeping calls) are not held back by
+ * a spare's fork, and do not hold it back. */
 #define SPARES_LATER_MS 2000
 #define SPARES_LOOK_MS 50
 
@@ -154,6 +157,8 @@ struct sup {
   bool call_persistent;
   unsigned call_lang; /* the call's language (bg_lang_bit) */
   struct hibernation hib;
+  struct cpu_sample call_cpu; /* the CPU at the call's start ... */
+  bool call_cpu_ok;           /* ... if it could be read */
   int64_t spares_later_until; /* the executor holds its spares (L) until N or then; 0: it does not */
   int64_t spares_looked_at;   /* now_ms() of the last look at the queues since L */
 };
@@ -558,6 +563,7 @@ static void start_call(struct sup *s, int i) {
   const char *slash = strrchr(s->sb.dir, '/');
   egress_call_start(&s->eg, req, c->token, slash != NULL ? slash + 1 : s->sb.dir);
   s->spares_later_until = 0; /* the request ends the executor's wait too */
+  s->call_cpu_ok = slot_cpu_read(&s->call_cpu) == 0;
   if (frame_write(s->exec_in, FRAME_REQUEST, c->request.data, c->request.len) < 0)
     sandbox_lost(s, false);
 }
@@ -683,11 +689,18 @@ static void note_result(struct sup *s, const char *json, size_t len) {
     s->tasks_cut_answered = true;
 }
 
+/* Whether the cores were busy over the call, from its start to its answer
+ * (slot_cpu_busy); a call too short to tell counts as busy. */
+static bool cores_were_busy(struct sup *s) {
+  return !s->call_cpu_ok || now_ms() - s->call_started < SLOT_CPU_LOOK_MS || slot_cpu_busy(&s->call_cpu);
+}
+
 /* The executor's call has answered (its D is in): while other sessions'
- * calls wait, its next spares wait too (SPARES_LATER_MS).  Said before the
- * answer goes on, so that it is there within the executor's SPARE_DELAY. */
+ * calls wait for busy cores, its next spares wait too (SPARES_LATER_MS).
+ * Said before the answer goes on, so that it is there within the
+ * executor's SPARE_DELAY. */
 static void spares_later(struct sup *s) {
-  if (!slot_others_wait(&s->cfg))
+  if (!cores_were_busy(s) || !slot_others_wait(&s->cfg))
     return;
   char ms[16];
   int len = snprintf(ms, sizeof(ms), "%d", SPARES_LATER_MS);

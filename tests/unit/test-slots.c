@@ -190,6 +190,11 @@ static int fake_read(struct cpu_sample *s) {
   return 0;
 }
 
+static int failed_read(struct cpu_sample *s) {
+  (void)s;
+  return -1;
+}
+
 static void wait_window(void) { usleep((SLOT_CPU_LOOK_MS + 10) * 1000); }
 
 static void busy_tests(void) {
@@ -248,8 +253,19 @@ static void busy_tests(void) {
   slot_release(&a[4].h);
   slot_release(&b.h);
   is_int(tickets("") + tickets("t-alpha/") + tickets("t-beta/"), 0, "no ticket is left");
-  busy_share = 0;
+
+  /* slot_cpu_busy: the same rule, from a sample of the caller's. */
+  struct cpu_sample since;
+  fake_read(&since);
+  fake_idle = (int)(49 / cores);
+  ok(slot_cpu_busy(&since), "cpu busy: %d%% idle on %ld cores (under half a core) is busy", fake_idle, cores);
+  fake_read(&since);
+  fake_idle = (int)((50 + cores - 1) / cores);
+  ok(!slot_cpu_busy(&since), "cpu busy: %d%% idle (half a core) is not", fake_idle);
+  slot_cpu_read = failed_read;
+  ok(slot_cpu_busy(&since), "cpu busy: a CPU that cannot be read counts as busy");
   slot_cpu_read = cpus_sample;
+  busy_share = 0;
 }
 
 /* Awaited boots' marks: held while one runs, none after, none of a
