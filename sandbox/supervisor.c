@@ -20,6 +20,10 @@
  * beside the calls, their output goes to files, and they outlive the
  * responder that started them.
  *
+ * After a call's answer, while other sessions' calls wait for busy cores,
+ * it tells the executor to hold its next spare (frames L, then N: see
+ * SPARES_LATER_MS).
+ *
  * It is a child subreaper: runsc's sandbox and gofer processes are
  * reparented to it and reaped at once, which is what makes teardown fast
  * (sandbox/GVISOR.md: ~20 ms instead of ~2 s).
