@@ -108,31 +108,44 @@ static void order_tests(void) {
   is_int(tickets(""), 0, "the queue is empty afterwards");
 }
 
-static void dead_waiter_tests(void) {
-  cfg.max_concurrent = 1;
-  struct sup holder = sup_new();
-  is_int(take(&holder, "alpha", 8, NULL), 0, "a slot is held");
+/* A child that asks for a slot of token (its limit token_max) and then
+ * waits to be killed: its pid, once it said 'q' (queued) or 'x' (it got
+ * one) in *said (0: it said nothing). */
+static pid_t waiter_elsewhere(const char *token, int token_max, char *said) {
   int ready[2];
   if (pipe(ready) < 0)
     bail_out("pipe: %s", strerror(errno));
   pid_t pid = fork();
   if (pid == 0) {
     struct sup dead = sup_new();
-    char c = take(&dead, "alpha", 8, NULL) == -EAGAIN ? 'q' : 'x';
+    char c = take(&dead, token, token_max, NULL) == -EAGAIN ? 'q' : 'x';
     if (write(ready[1], &c, 1) != 1)
       _exit(1);
     pause();
     _exit(0);
   }
-  char c = 0;
-  is_int(read(ready[0], &c, 1), 1, "a waiter in another process");
-  is_int(c, 'q', "is queued");
-  struct sup next = sup_new();
-  is_int(take(&next, "alpha", 8, NULL), -EAGAIN, "a second waiter stands behind it");
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
+  if (read(ready[0], said, 1) != 1)
+    *said = 0;
   close(ready[0]);
   close(ready[1]);
+  return pid;
+}
+
+static void kill_waiter(pid_t pid) {
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
+static void dead_waiter_tests(void) {
+  cfg.max_concurrent = 1;
+  struct sup holder = sup_new();
+  is_int(take(&holder, "alpha", 8, NULL), 0, "a slot is held");
+  char said;
+  pid_t pid = waiter_elsewhere("alpha", 8, &said);
+  is_int(said, 'q', "a waiter in another process is queued");
+  struct sup next = sup_new();
+  is_int(take(&next, "alpha", 8, NULL), -EAGAIN, "a second waiter stands behind it");
+  kill_waiter(pid);
   is_int(tickets(""), 2, "the dead waiter's ticket is still there");
   slot_release(&holder.h);
   ok(woken(&next), "the release wakes the live waiter");
@@ -319,25 +332,10 @@ static void others_wait_tests(void) {
   slot_wait_end(&waiter.w, &waiter.h);
   ok(!slot_others_wait(&cfg), "others wait: none once it gave up");
 
-  int ready[2];
-  if (pipe(ready) < 0)
-    bail_out("pipe: %s", strerror(errno));
-  pid_t pid = fork();
-  if (pid == 0) {
-    struct sup dead = sup_new();
-    char c = take(&dead, "alpha", 1, NULL) == -EAGAIN ? 'q' : 'x';
-    if (write(ready[1], &c, 1) != 1)
-      _exit(1);
-    pause();
-    _exit(0);
-  }
-  char c = 0;
-  ok(read(ready[0], &c, 1) == 1 && c == 'q' && slot_others_wait(&cfg),
-     "others wait: a waiter in another process is seen");
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  close(ready[0]);
-  close(ready[1]);
+  char said;
+  pid_t pid = waiter_elsewhere("alpha", 1, &said);
+  ok(said == 'q' && slot_others_wait(&cfg), "others wait: a waiter in another process is seen");
+  kill_waiter(pid);
   ok(!slot_others_wait(&cfg), "others wait: not once it died");
   is_int(tickets("t-alpha/"), 0, "others wait: and its ticket was removed");
   slot_release(&holder.h);
