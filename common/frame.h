@@ -17,8 +17,9 @@
  *                                                        replace what was forked before it, answer Y
  *   A  accepted    executor -> supervisor                empty; the call is its own now
  *   L  later       supervisor -> executor                ASCII milliseconds, right after a D:
- *                                                        other sessions' calls wait (slots.h:
- *                                                        slot_others_wait); fork and warm no
+ *                                                        other sessions' calls wait for busy
+ *                                                        cores (slots.h: slot_others_wait,
+ *                                                        slot_cpu_busy); fork and warm no
  *                                                        spare until N, or for that long
  *   N  now         supervisor -> executor                empty: none waits any more
  *   O  stdout      executor -> supervisor -> responder   bytes
