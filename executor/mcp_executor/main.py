@@ -22,14 +22,15 @@ from .call import Call, send_done
 from .limits import set_dumpable
 from .persistent import Interpreter, Cell
 from .processes import clear_scratch, reap, sweep
-from .protocol import (ACCEPTED, CANCEL, DONE, HIBERNATE, HEADER, PROCESSES, REQUEST, RUN_CANCEL, RUN_DONE,
-                       RUN_START, SPARES_LATER, SPARES_NOW, WAKE, FrameReader, write_frame, write_ready)
+from .protocol import (ACCEPTED, CANCEL, DONE, HIBERNATE, PROCESSES, REQUEST, RUN_CANCEL, RUN_DONE, RUN_START,
+                       SPARES_LATER, SPARES_NOW, WAKE, FrameReader, write_frame, write_ready)
 from .restore import before_checkpoint, wake
 from .spare import drop_killed, drop_python_spares, drop_spares, pair_spares, prepare_spare
 from .state import Args, State
 
 SPARE_DELAY = 0.05  # seconds between a call's answer and the next spare's fork
 LATER_MAX = 10.0  # seconds an L frame may hold the spares at most, whatever it says
+SPARES_WORDS = (SPARES_LATER, SPARES_NOW)  # the supervisor's word on the spares
 
 
 def main():
@@ -86,7 +87,7 @@ class Loop:
             if frame is None:
                 return
             kind, payload = frame
-            if kind in (SPARES_LATER, SPARES_NOW):
+            if kind in SPARES_WORDS:
                 self.spares_word(kind, payload)
             elif kind == REQUEST and self.st.foreground is None:
                 self.start(payload, None)
@@ -351,12 +352,12 @@ class Loop:
         comes within timeout seconds."""
         end = time.monotonic() + timeout
         while True:
-            while self.reader.buf[:1] in (SPARES_LATER, SPARES_NOW) and len(self.reader.buf) >= HEADER.size:
+            while self.reader.buf[:1] in SPARES_WORDS:
                 frame = self.reader.next()
                 if frame is None:
                     break  # the rest of it is on its way
                 self.spares_word(*frame)
-            if self.reader.buf and self.reader.buf[:1] not in (SPARES_LATER, SPARES_NOW):
+            if self.reader.buf and self.reader.buf[:1] not in SPARES_WORDS:
                 return True
             left = end - time.monotonic()
             if not select.select([0], [], [], max(left, 0))[0]:
