@@ -466,6 +466,17 @@ static void reap_containers(struct store *st) {
   free(live.ids);
 }
 
+void keeper_reap(const struct mcp_config *cfg) {
+  struct store st;
+  mcp_error_t err = NULL;
+  if (store_open(cfg, &st, &err) < 0) {
+    mcp_error_log_release(&err, "mcp-server: reap");
+    return;
+  }
+  reap_containers(&st);
+  store_close(&st);
+}
+
 void keeper_tick(struct store *st, bool reap) {
   each_entry(st->trash_fd, st, sweep_trash, NULL);
   each_entry(st->sessions_fd, st, expire_session, NULL);

@@ -294,10 +294,13 @@ static void drain(struct master *m) {
   fprintf(stderr, "mcp-server: drain ended with %lld calls still running\n", (long long)cell_calls_in_flight());
 }
 
-/* Workers first (so nothing starts new sandboxes), then the supervisors,
- * which destroy their sandboxes; sessions stay on disk. */
+/* Workers first (so nothing starts new sandboxes), then the containers
+ * whose supervisor died (a kill, a crash) since the keeper last reaped,
+ * then the supervisors, which destroy their sandboxes; sessions stay on
+ * disk. */
 static void stop_all(struct master *m) {
   stop_children(m, true, WORKER_GRACE_MS);
+  keeper_reap(&m->cfg);
   stop_children(m, false, STOP_GRACE_MS);
   unlink(m->cfg.fcgi_socket);
   mcp_error_t err = NULL;
