@@ -31,6 +31,7 @@
 #include "fcgi/session.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroups.h"
+#include "sandbox/workspace.h"
 
 #define TICK_MS 1000
 #define REAP_EVERY_MS 60000
@@ -466,7 +467,20 @@ static void reap_containers(struct store *st) {
   free(live.ids);
 }
 
-void keeper_reap(const struct mcp_config *cfg) {
+/* A workspace left mounted by a supervisor that died.  Only when no
+ * supervisor can start: one that started after the look would have its
+ * workspace taken away. */
+static void unmount_orphan(struct store *st, int parent, const char *name, void *opaque) {
+  (void)st;
+  (void)opaque;
+  cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dfd >= 0 && !supervised(dfd) && workspace_mounted(dfd)) {
+    fprintf(stderr, "keeper: unmounting the workspace of %s, whose supervisor is gone\n", name);
+    workspace_unmount(dfd);
+  }
+}
+
+void keeper_reap_orphans(const struct mcp_config *cfg) {
   struct store st;
   mcp_error_t err = NULL;
   if (store_open(cfg, &st, &err) < 0) {
@@ -474,6 +488,9 @@ void keeper_reap(const struct mcp_config *cfg) {
     return;
   }
   reap_containers(&st);
+  each_entry(st.pool_fd, &st, unmount_orphan, NULL);
+  each_entry(st.sessions_fd, &st, unmount_orphan, NULL);
+  each_entry(st.trash_fd, &st, unmount_orphan, NULL);
   store_close(&st);
 }
 

@@ -29,12 +29,13 @@ int pool_target(const struct mcp_config *cfg, uint64_t recent, int64_t mem_avail
  * leave available: bytes, or -1 when nothing can be read. */
 int64_t pool_memory_available(void);
 
-/* Remove the containers (and cgroups) that no live supervisor owns: those
- * of a supervisor killed or crashed since the keeper's last reap.  The
- * master calls it at its stop, once the workers are gone: else their
- * processes would die as its adopted children and their runsc state stay
- * until the next start. */
-void keeper_reap(const struct mcp_config *cfg);
+/* What supervisors killed or crashed since the keeper's last reap left (a
+ * sandbox ends with its supervisor's pipes, but runsc's state of it, its
+ * cgroups and its mounted workspace stay): removed for every container no
+ * live supervisor owns and every folder without one.  Only when no
+ * supervisor can start (the master's stop, once its workers are gone);
+ * else they would stay until the next start. */
+void keeper_reap_orphans(const struct mcp_config *cfg);
 
 /* Loop until SIGTERM. */
 int keeper_main(const struct mcp_config *cfg);

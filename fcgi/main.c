@@ -300,7 +300,7 @@ static void drain(struct master *m) {
  * disk. */
 static void stop_all(struct master *m) {
   stop_children(m, true, WORKER_GRACE_MS);
-  keeper_reap(&m->cfg);
+  keeper_reap_orphans(&m->cfg);
   stop_children(m, false, STOP_GRACE_MS);
   unlink(m->cfg.fcgi_socket);
   mcp_error_t err = NULL;

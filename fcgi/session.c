@@ -18,6 +18,7 @@
 #include "common/policy.h"
 #include "common/util.h"
 #include "fcgi/pkgtools.h"
+#include "sandbox/backend.h"
 #include "sandbox/background.h"
 #include "sandbox/workspace.h"
 
@@ -542,6 +543,28 @@ void session_owners_mend(struct store *st) {
   }
 }
 
+/* What runsc keeps of the sandbox of a supervisor that died (a kill, a
+ * crash: the sandbox ended with its pipes, its state and cgroups stay) goes
+ * with its folder, not at the keeper's next reap (up to a minute later). */
+static void orphan_remove(struct store *st, int dfd) {
+  if (strcmp(st->cfg->backend, "runsc") != 0)
+    return;
+  cleanup_free char *id = NULL;
+  mcp_error_t err = NULL;
+  if (read_file_at(dfd, SANDBOX_ID_FILE, 64, &id, NULL, &err) < 0) {
+    mcp_error_release(&err);
+    return;
+  }
+  id[strcspn(id, "\n")] = '\0';
+  char cid[40];
+  snprintf(cid, sizeof(cid), "mcp%s", id);
+  if (!is_hex32(id) || !runsc_container_exists(st->cfg, cid))
+    return;
+  fprintf(stderr, "trash_remove: removing container %s, whose supervisor is gone\n", cid);
+  if (runsc_remove(st->cfg, cid, &err) < 0)
+    mcp_error_log_release(&err, "trash_remove");
+}
+
 int trash_remove(struct store *st, const char *name, mcp_error_t *err) {
   cleanup_close int dfd = openat(st->trash_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (dfd >= 0) {
@@ -556,6 +579,7 @@ int trash_remove(struct store *st, const char *name, mcp_error_t *err) {
     if (lock >= 0 && lock_held_elsewhere(lock))
       return mcp_fail(err, MCP_ERR_BUSY, 0, "trash/%s: supervisor still running", name);
     workspace_unmount(dfd);
+    orphan_remove(st, dfd);
   }
   return remove_tree_at(st->trash_fd, name, err);
 }

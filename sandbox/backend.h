@@ -67,6 +67,8 @@ void runsc_set_reaper(bool on);
 /* The runsc sandbox process of a container, from its state file; -1 when
  * it is not known (yet). */
 pid_t runsc_sandbox_pid(const struct mcp_config *cfg, const char *container_id);
+/* Whether runsc keeps a container of that id (its state file). */
+bool runsc_container_exists(const struct mcp_config *cfg, const char *container_id);
 /* Remove a container left behind, whatever its state. */
 int runsc_remove(const struct mcp_config *cfg, const char *container_id, mcp_error_t *err);
 /* At the service's start, before any supervisor or keeper: runsc's state

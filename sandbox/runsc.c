@@ -79,14 +79,14 @@ static int runsc_cmd(const struct mcp_config *cfg, const char *const *sub, int i
 }
 
 /* runsc keeps <root>/<id>_sandbox:<id>.state while a container exists. */
-static bool container_exists(const struct mcp_config *cfg, const char *cid) {
+bool runsc_container_exists(const struct mcp_config *cfg, const char *cid) {
   char path[PATH_MAX];
   int n = snprintf(path, sizeof(path), "%s/runsc/%s_sandbox:%s.state", cfg->state_dir, cid, cid);
   return n > 0 && (size_t)n < sizeof(path) && access(path, F_OK) == 0;
 }
 
 int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err) {
-  if (!container_exists(cfg, cid))
+  if (!runsc_container_exists(cfg, cid))
     return cgroups_remove(cfg, cid, err);
   /* `delete --force` kills a sandbox that still runs (SIGKILL to its
    * processes from the host) and removes it: no `kill` before it. */
@@ -94,7 +94,7 @@ int runsc_remove(const struct mcp_config *cfg, const char *cid, mcp_error_t *err
   int st = 0;
   if (runsc_cmd(cfg, del_args, -1, -1, false, &st, err) < 0)
     return mcp_error_wrap(err, -1, "runsc delete %s", cid);
-  if (st != 0 && container_exists(cfg, cid))
+  if (st != 0 && runsc_container_exists(cfg, cid))
     return mcp_fail(err, MCP_ERR_INTERNAL, 0, "runsc delete %s exited with %d", cid, status_to_exit_code(st));
   /* runsc leaves the cgroups of a sandbox whose create failed. */
   return cgroups_remove(cfg, cid, err);

@@ -695,6 +695,32 @@ for (const [how, kill] of [
   });
 }
 
+test("kill -9 of a session's supervisor, then the session ended: its container, cgroup and mount go with it at once, not at the keeper's next reap", opts, async (t) => {
+  const s = await open('kill-supervisor');
+  try {
+    await ok(s, 'print(1)');
+    const { supervisor, sandbox } = sessionProcesses(s.sid, cfg);
+    const id = sandboxIdOf(s.sid);
+    assert.ok(supervisor && sandbox && id, 'the session has a supervisor, a sandbox and its id');
+    process.kill(supervisor.pid, 'SIGKILL');
+    await until(`the supervisor ${supervisor.pid} is gone`, () => !alive(supervisor.pid), 10000);
+    // The executor ends on the end of its pipes, and the sandbox with it;
+    // what runsc keeps of the container stays.
+    const before = leftoversOf(s.sid, [id], cfg);
+    t.diagnostic(`with the supervisor gone: ${show(before)}`);
+    assert.ok(before.some((l) => l.startsWith('runsc state ')), 'its runsc state stays after it');
+    const t0 = Date.now();
+    await end(s);
+    // The keeper reaps what no supervisor owns every 60 s: 5 s tells the two apart.
+    const left = await settle(() => leftoversOf(s.sid, [id], cfg), 5000);
+    t.diagnostic(`${Date.now() - t0} ms after the DELETE: ${show(left)}`);
+    assert.deepEqual(left, [], 'nothing of the session is left');
+    assert.ok(!alive(sandbox.pid), `its sandbox process ${sandbox.pid} is gone`);
+  } finally {
+    await end(s);
+  }
+});
+
 // ---- afterwards ------------------------------------------------------------
 
 test('afterwards: every session ended, nothing left beyond the pool', opts, async () => {
