@@ -368,16 +368,8 @@ struct live_ids {
 static void collect_live(struct store *st, int parent, const char *name, void *opaque) {
   struct live_ids *live = opaque;
   cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (dfd < 0 || !supervised(dfd))
-    return;
-  cleanup_free char *id = NULL;
-  mcp_error_t err = NULL;
-  if (read_file_at(dfd, SANDBOX_ID_FILE, 64, &id, NULL, &err) < 0) {
-    mcp_error_release(&err);
-    return;
-  }
-  id[strcspn(id, "\n")] = '\0';
-  if (!is_hex32(id))
+  char id[33];
+  if (dfd < 0 || !supervised(dfd) || !folder_sandbox_id(dfd, id))
     return;
   if (live->n == live->cap) {
     size_t cap = live->cap ? live->cap * 2 : 64;

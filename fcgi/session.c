@@ -543,23 +543,31 @@ void session_owners_mend(struct store *st) {
   }
 }
 
+bool folder_sandbox_id(int dfd, char id[33]) {
+  cleanup_free char *text = NULL;
+  mcp_error_t err = NULL;
+  if (read_file_at(dfd, SANDBOX_ID_FILE, 64, &text, NULL, &err) < 0) {
+    mcp_error_release(&err);
+    return false;
+  }
+  text[strcspn(text, "\n")] = '\0';
+  if (!is_hex32(text))
+    return false;
+  memcpy(id, text, 33);
+  return true;
+}
+
 /* What runsc keeps of the sandbox of a supervisor that died (a kill, a
  * crash: the sandbox ended with its pipes, its state and cgroups stay) goes
  * with its folder, not at the keeper's next reap (up to a minute later). */
 static void orphan_remove(struct store *st, int dfd) {
-  if (strcmp(st->cfg->backend, "runsc") != 0)
+  char id[33], cid[40];
+  if (strcmp(st->cfg->backend, "runsc") != 0 || !folder_sandbox_id(dfd, id))
     return;
-  cleanup_free char *id = NULL;
-  mcp_error_t err = NULL;
-  if (read_file_at(dfd, SANDBOX_ID_FILE, 64, &id, NULL, &err) < 0) {
-    mcp_error_release(&err);
-    return;
-  }
-  id[strcspn(id, "\n")] = '\0';
-  char cid[40];
   snprintf(cid, sizeof(cid), "mcp%s", id);
-  if (!is_hex32(id) || !runsc_container_exists(st->cfg, cid))
+  if (!runsc_container_exists(st->cfg, cid))
     return;
+  mcp_error_t err = NULL;
   fprintf(stderr, "trash_remove: removing container %s, whose supervisor is gone\n", cid);
   if (runsc_remove(st->cfg, cid, &err) < 0)
     mcp_error_log_release(&err, "trash_remove");

@@ -97,6 +97,9 @@ int slot_publish(struct store *st, const char *id, mcp_error_t *err);
 
 /* Remove trash/<name> after stopping its supervisor. */
 int trash_remove(struct store *st, const char *name, mcp_error_t *err);
+/* The sandbox id a folder names (its SANDBOX_ID_FILE, 32 hex digits):
+ * false when it has none that is valid. */
+bool folder_sandbox_id(int dfd, char id[33]);
 
 /* Whether a background run of the session in that folder is active, and
  * (*last_ms, wall clock) when its runs last started or ended (the keeper's
