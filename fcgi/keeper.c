@@ -399,9 +399,7 @@ static void reap_cgroups(struct store *st, const struct live_ids *live) {
   if (cgroups_list(st->cfg, &ids, &n, &err) < 0)
     mcp_error_log_release(&err, "keeper: cgroups");
   for (size_t i = 0; i < n; i++) {
-    char path[PATH_MAX];
-    int len = snprintf(path, sizeof(path), "%s/runsc/%s_sandbox:%s.state", st->cfg->state_dir, ids[i], ids[i]);
-    if (is_live(live, ids[i] + 3) || len < 0 || (size_t)len >= sizeof(path) || access(path, F_OK) == 0)
+    if (is_live(live, ids[i] + 3) || runsc_container_exists(st->cfg, ids[i]))
       continue;
     fprintf(stderr, "keeper: removing cgroup %s that belongs to no container\n", ids[i]);
     if (cgroups_remove(st->cfg, ids[i], &err) < 0)

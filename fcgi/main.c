@@ -294,10 +294,10 @@ static void drain(struct master *m) {
   fprintf(stderr, "mcp-server: drain ended with %lld calls still running\n", (long long)cell_calls_in_flight());
 }
 
-/* Workers first (so nothing starts new sandboxes), then the containers
- * whose supervisor died (a kill, a crash) since the keeper last reaped,
- * then the supervisors, which destroy their sandboxes; sessions stay on
- * disk. */
+/* Workers first (so nothing starts new sandboxes), then what supervisors
+ * that died (a kill, a crash) since the keeper last reaped left (their
+ * containers, cgroups and mounted workspaces), then the supervisors,
+ * which destroy their sandboxes; sessions stay on disk. */
 static void stop_all(struct master *m) {
   stop_children(m, true, WORKER_GRACE_MS);
   keeper_reap_orphans(&m->cfg);
