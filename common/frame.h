@@ -18,10 +18,12 @@
  *   A  accepted    executor -> supervisor                empty; the call is its own now
  *   L  later       supervisor -> executor                ASCII milliseconds, right after a D:
  *                                                        other sessions' calls wait for busy
- *                                                        cores (slots.h: slot_others_wait,
+ *                                                        cores or run on them (slots.h:
+ *                                                        slot_others_wait, slot_others_run,
  *                                                        slot_cpu_busy); fork and warm no
  *                                                        spare until N, or for that long
- *   N  now         supervisor -> executor                empty: none waits any more
+ *   N  now         supervisor -> executor                empty: none waits, and none runs
+ *                                                        on busy cores, any more
  *   O  stdout      executor -> supervisor -> responder   bytes
  *   E  stderr      executor -> supervisor -> responder   bytes
  *   D  done        executor -> supervisor -> responder   JSON result

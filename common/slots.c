@@ -415,6 +415,26 @@ bool slot_others_wait(const struct mcp_config *cfg) {
   return waits;
 }
 
+bool slot_others_run(const struct mcp_config *cfg, const struct slot_hold *h) {
+  mcp_error_t err = NULL;
+  cleanup_close int sfd = slots_dir(cfg, &err);
+  if (sfd < 0) {
+    mcp_error_release(&err);
+    return false; /* no slot was ever taken */
+  }
+  /* Our own slot is held by another open file description than the one
+   * opened here, so it is seen too: counted, not told apart. */
+  int own = h != NULL && h->global_fd >= 0 ? 1 : 0, held = 0;
+  for (int i = 0; i < cfg->max_concurrent && held <= own; i++) {
+    char name[16];
+    snprintf(name, sizeof(name), "%d", i);
+    cleanup_close int fd = openat(sfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 && lock_held_elsewhere(fd))
+      held++;
+  }
+  return held > own;
+}
+
 int run_slot_try(const struct mcp_config *cfg, const char *token, mcp_error_t *err) {
   cleanup_close int sfd = slots_dir(cfg, err);
   if (sfd < 0)

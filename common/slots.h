@@ -95,8 +95,13 @@ bool slot_global_full(const struct mcp_config *cfg, struct slot_hold *h);
 void slot_release(struct slot_hold *h);
 /* Whether calls wait: a live ticket in the service's queue or in any
  * token's, or an awaited boot (below).  A sandbox whose call has answered
- * holds back its next spare meanwhile (sandbox/supervisor.c). */
+ * holds back its next spare meanwhile, if the cores are busy
+ * (sandbox/supervisor.c). */
 bool slot_others_wait(const struct mcp_config *cfg);
+/* Whether calls of other supervisors run: a slot of the service's held
+ * beside h's own (h: the caller's hold, or NULL).  While they run on busy
+ * cores, a sandbox whose call has answered holds back its next spare too. */
+bool slot_others_run(const struct mcp_config *cfg, const struct slot_hold *h);
 
 /* Boot slots: at most max_starting sandboxes boot at once across the
  * service (lock files below <state>/slots/boot/).  A boot takes CPU (the

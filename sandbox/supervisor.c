@@ -20,9 +20,9 @@
  * beside the calls, their output goes to files, and they outlive the
  * responder that started them.
  *
- * After a call's answer, while other sessions' calls wait for busy cores,
- * it tells the executor to hold its next spare (frames L, then N: see
- * SPARES_LATER_MS).
+ * After a call's answer, while other sessions' calls wait or run on busy
+ * cores, it tells the executor to hold its next spare (frames L, then N:
+ * see SPARES_LATER_MS).
  *
  * It is a child subreaper: runsc's sandbox and gofer processes are
  * reparented to it and reaped at once, which is what makes teardown fast
@@ -89,17 +89,25 @@
 #define TASKS_CUT_EIGHTHS 6
 #define TASKS_LEFT_EIGHTHS 5
 #define QUIESCE_MS 5000 /* the executor's answer to H before a checkpoint */
-/* After a call's answer, while other sessions' calls wait (slots.h:
- * slot_others_wait) and the cores were busy over the call, the executor
- * forks and warms no spare (frame L) until none waits (N), for at most
- * SPARES_LATER_MS; the supervisor looks every SPARES_LOOK_MS.  On 2 cores a
+/* After a call's answer, while other sessions' calls wait or run (slots.h:
+ * slot_others_wait, slot_others_run) and the cores were busy over the
+ * call, the executor forks and warms no spare (frame L) until none waits
+ * and none runs on busy cores (N), for at most SPARES_LATER_MS; the
+ * supervisor looks every SPARES_LOOK_MS, and the cores are busy unless
+ * half a core idled at each of its last SPARES_ROOM_LOOKS looks
+ * (slot_cpu_busy).  On 2 cores a
  * burst's early sessions otherwise spend three times their call's CPU on
- * their next spare while the late ones wait for the CPU
- * (tests/bench/FINDINGS.md, "Bursts").  Calls that wait while the cores
- * idle (for a token's limit, beside sleeping calls) are not held back by
- * a spare's fork, and do not hold it back. */
+ * their next spare while the late ones wait for the CPU, or run beside it
+ * (tests/bench/FINDINGS.md, "Bursts").  Calls that wait or run while the
+ * cores idle (for a token's limit, beside sleeping calls) are not held back
+ * by a spare's fork, and do not hold it back. */
 #define SPARES_LATER_MS 2000
 #define SPARES_LOOK_MS 50
+/* Looks in a row that must find the cores with room while other calls run:
+ * a window of SPARES_LOOK_MS is 5 ticks of each core's time, and single
+ * windows with half a core idle were seen beside a spinner on each core
+ * (tests/unit/test-mcp-spares.c failed 1 run in 7-16 with one look). */
+#define SPARES_ROOM_LOOKS 2
 
 struct client {
   int fd;
@@ -161,10 +169,13 @@ struct sup {
   bool call_persistent;
   unsigned call_lang; /* the call's language (bg_lang_bit) */
   struct hibernation hib;
-  struct cpu_sample call_cpu; /* the CPU at the call's start ... */
-  bool call_cpu_ok;           /* ... if it could be read */
-  int64_t spares_later_until; /* the executor holds its spares (L) until N or then; 0: it does not */
-  int64_t spares_looked_at;   /* now_ms() of the last look at the queues since L */
+  struct cpu_sample call_cpu;   /* the CPU at the call's start */
+  struct cpu_sample spares_cpu; /* the CPU at the last look since L (spares_looked_at) */
+  bool call_cpu_ok;             /* call_cpu could be read */
+  bool spares_cpu_ok;           /* spares_cpu could be read */
+  int spares_room_looks;        /* looks in a row since L that found the cores with room */
+  int64_t spares_later_until;   /* the executor holds its spares (L) until N or then; 0: it does not */
+  int64_t spares_looked_at;     /* now_ms() of the last look at the queues since L */
 };
 
 static void client_close(struct sup *s, int i) {
@@ -699,22 +710,39 @@ static bool cores_were_busy(struct sup *s) {
   return !s->call_cpu_ok || now_ms() - s->call_started < SLOT_CPU_LOOK_MS || slot_cpu_busy(&s->call_cpu);
 }
 
+/* Whether other sessions' calls wait for a slot or a boot, or run (our own
+ * slot, held until the answer has gone on, is not counted). */
+static bool others_wait_or_run(struct sup *s) {
+  return slot_others_wait(&s->cfg) || slot_others_run(&s->cfg, &s->slots);
+}
+
 /* The executor's call has answered (its D is in): while other sessions'
- * calls wait for busy cores, its next spares wait too (SPARES_LATER_MS).
- * Said before the answer goes on, so that it is there within the
- * executor's SPARE_DELAY. */
+ * calls wait or run on busy cores, its next spares wait too
+ * (SPARES_LATER_MS).  Said before the answer goes on, so that it is there
+ * within the executor's SPARE_DELAY. */
 static void spares_later(struct sup *s) {
-  if (!cores_were_busy(s) || !slot_others_wait(&s->cfg))
+  if (!cores_were_busy(s) || !others_wait_or_run(s))
     return;
   char ms[16];
   int len = snprintf(ms, sizeof(ms), "%d", SPARES_LATER_MS);
   if (frame_write(s->exec_in, FRAME_SPARES_LATER, ms, (size_t)len) == 0) {
     s->spares_looked_at = now_ms();
     s->spares_later_until = s->spares_looked_at + SPARES_LATER_MS;
+    s->spares_cpu_ok = slot_cpu_read(&s->spares_cpu) == 0;
+    s->spares_room_looks = 0;
   }
 }
 
-/* Every SPARES_LOOK_MS after an L: N once no call waits.  (Past
+/* Whether less than half a core idled since the last look (unreadable:
+ * busy); the next look's window starts now. */
+static bool cores_busy_since_look(struct sup *s) {
+  bool busy = !s->spares_cpu_ok || slot_cpu_busy(&s->spares_cpu);
+  s->spares_cpu_ok = slot_cpu_read(&s->spares_cpu) == 0;
+  return busy;
+}
+
+/* Every SPARES_LOOK_MS after an L: N once no call waits, and no call runs
+ * or the cores had room at the last SPARES_ROOM_LOOKS looks.  (Past
  * SPARES_LATER_MS the executor goes on by itself; a failed write is a
  * sandbox loss, which the pipe's end tells.) */
 static void spares_look(struct sup *s) {
@@ -722,9 +750,11 @@ static void spares_look(struct sup *s) {
   if (s->spares_later_until == 0 || now - s->spares_looked_at < SPARES_LOOK_MS)
     return;
   s->spares_looked_at = now;
+  s->spares_room_looks = cores_busy_since_look(s) ? 0 : s->spares_room_looks + 1;
+  bool room = s->spares_room_looks >= SPARES_ROOM_LOOKS;
   if (now >= s->spares_later_until) {
     s->spares_later_until = 0;
-  } else if (!slot_others_wait(&s->cfg)) {
+  } else if (!slot_others_wait(&s->cfg) && (room || !slot_others_run(&s->cfg, &s->slots))) {
     s->spares_later_until = 0;
     frame_write(s->exec_in, FRAME_SPARES_NOW, NULL, 0);
   }

@@ -5,7 +5,8 @@ time, accepted with A, answered with D), background runs (G frames,
 answered with d when they end, ended early by C) and the persistent
 interpreters between their cells.  Between foreground calls it imports
 what the last one learned and forks the next spares, later when the
-supervisor says other sessions' calls wait (L, then N).  A wake frame
+supervisor says other sessions' calls wait or run on busy cores (L, then
+N).  A wake frame
 (W) comes after the sandbox was restored from its checkpoint, H before
 the checkpoint (restore.py).
 """
@@ -298,10 +299,11 @@ class Loop:
         # small machine that delays the answer on its way out.  A request
         # that comes first (back to back) is served at once, by the other
         # spare the session keeps from then on, or by a fork on demand.
-        # While other sessions' calls wait for the CPU (the supervisor says
-        # L right after this call's D), the fork and the warm-up wait until
-        # none does (N): they are this session's bet on its next call,
-        # theirs are calls already made (tests/bench/FINDINGS.md, "Bursts").
+        # While other sessions' calls wait for the CPU or run on busy cores
+        # (the supervisor says L right after this call's D), the fork and
+        # the warm-up wait until none does (N): they are this session's bet
+        # on its next call, theirs are calls already made
+        # (tests/bench/FINDINGS.md, "Bursts").
         if self.pending(SPARE_DELAY):
             pair_spares(st)
         elif self.later_until > 0:

@@ -20,8 +20,8 @@ line, status.py): a call takes the newest warm one, or else the oldest,
 which has warmed longest.  Spares warm up one at a time, and not while a
 call runs (turns.py).
 
-While the supervisor says other sessions' calls wait for busy cores (an L
-frame after a call's answer, until N), no spare is forked and none warms
+While the supervisor says other sessions' calls wait for busy cores or run
+on them (an L frame after a call's answer, until N), no spare is forked and none warms
 up (main.Loop.between_calls): their calls go before this session's bet on
 its next one.
 """

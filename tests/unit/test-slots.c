@@ -5,7 +5,7 @@
  * hold back another token; giving up leaves the queue and frees the
  * token's slot; beyond its busy share a token's call waits for a window
  * of the CPU with half a core idle; awaited boots' marks; whether calls
- * wait (slot_others_wait).  Several "supervisors" in one process: OFD
+ * wait (slot_others_wait) or run (slot_others_run).  Several "supervisors" in one process: OFD
  * locks of different opens conflict as between processes. */
 #include "config.h"
 
@@ -348,6 +348,39 @@ static void others_wait_tests(void) {
   mcp_error_release(&err);
 }
 
+/* slot_others_run: a slot of the service's held beside the caller's own,
+ * in this process or another; not a token's slot alone. */
+static void others_run_tests(void) {
+  cfg.max_concurrent = 4;
+  ok(!slot_others_run(&cfg, NULL), "others run: not while no call runs");
+  struct sup a = sup_new(), b = sup_new();
+  is_int(take(&a, "alpha", 4, NULL), 0, "others run: alpha's call holds a slot");
+  ok(slot_others_run(&cfg, NULL), "others run: seen from outside");
+  ok(!slot_others_run(&cfg, &a.h), "others run: not by the call's own supervisor");
+  is_int(take(&b, "beta", 4, NULL), 0, "others run: beta's call holds another");
+  ok(slot_others_run(&cfg, &a.h), "others run: alpha's supervisor sees beta's");
+  slot_release(&b.h);
+  ok(!slot_others_run(&cfg, &a.h), "others run: not once beta's call ended");
+  slot_release(&a.h);
+  ok(!slot_others_run(&cfg, &a.h), "others run: none once alpha's ended (its hold released)");
+
+  char said;
+  pid_t pid = waiter_elsewhere("gamma", 4, &said);
+  ok(said == 'x' && slot_others_run(&cfg, NULL), "others run: a call of another process is seen");
+  kill_waiter(pid);
+  ok(!slot_others_run(&cfg, NULL), "others run: not once that process died");
+
+  char dir[sizeof(cfg.state_dir) + 32];
+  snprintf(dir, sizeof(dir), "%s/slots/t-delta", cfg.state_dir);
+  mkdir(dir, 0700);
+  snprintf(dir, sizeof(dir), "%s/slots/t-delta/0", cfg.state_dir);
+  int tfd = open(dir, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ok(tfd >= 0 && lock_try(tfd) == 0 && !slot_others_run(&cfg, NULL),
+     "others run: a token's slot alone is not a running call");
+  if (tfd >= 0)
+    close(tfd);
+}
+
 int main(void) {
   config_defaults(&cfg);
   const char *t = getenv("TMPDIR");
@@ -366,6 +399,7 @@ int main(void) {
   busy_tests();
   awaited_tests();
   others_wait_tests();
+  others_run_tests();
   int dfd = open(dir, O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     mcp_error_t err = NULL;
