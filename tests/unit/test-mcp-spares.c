@@ -124,6 +124,17 @@ static void call_end(pid_t pid) {
   waitpid(pid, NULL, 0);
 }
 
+/* After a call's answer at `answered`: the call's process gone, and no
+ * spare for longer than the executor's SPARE_DELAY (50 ms) and a fork
+ * take. */
+static void no_spare(const char *what, int64_t answered) {
+  bool none = executors_reach(1, LATER_MS / 4) && executors_stay(1, LATER_MS / 4);
+  if (now_ms() - answered < LATER_MS * 3 / 4)
+    ok(none, "%s: no spare is forked after the answer", what);
+  else
+    ok(true, "%s # SKIP the machine was too slow to look before the wait's bound", what);
+}
+
 static void print1(const char *what) {
   struct response r;
   post(&h, sid,
@@ -150,13 +161,7 @@ int main(void) {
   spin_start();
   print1("a boot is awaited");
   int64_t answered = now_ms();
-  /* The call's process gone, and no spare for longer than the executor's
-   * SPARE_DELAY (50 ms) and a fork take. */
-  bool none = executors_reach(1, LATER_MS / 4) && executors_stay(1, LATER_MS / 4);
-  if (now_ms() - answered < LATER_MS * 3 / 4)
-    ok(none, "a boot is awaited: no spare is forked after the answer");
-  else
-    ok(true, "a boot is awaited # SKIP the machine was too slow to look before the wait's bound");
+  no_spare("a boot is awaited", answered);
   int64_t released = now_ms();
   close(mark);
   spin_stop();
@@ -176,11 +181,7 @@ int main(void) {
   spin_start();
   print1("a call runs on busy cores");
   answered = now_ms();
-  none = executors_reach(1, LATER_MS / 4) && executors_stay(1, LATER_MS / 4);
-  if (now_ms() - answered < LATER_MS * 3 / 4)
-    ok(none, "a call runs on busy cores: no spare is forked after the answer");
-  else
-    ok(true, "a call runs on busy cores # SKIP the machine was too slow to look before the wait's bound");
+  no_spare("a call runs on busy cores", answered);
   spin_stop();
   /* (Whether that came before the wait's bound depends on the other tests
    * that make check runs beside this one leaving the cores room.) */
@@ -190,11 +191,7 @@ int main(void) {
   spin_start();
   print1("a call runs again");
   answered = now_ms();
-  none = executors_reach(1, LATER_MS / 4) && executors_stay(1, LATER_MS / 4);
-  if (now_ms() - answered < LATER_MS * 3 / 4)
-    ok(none, "a call runs again: no spare is forked after the answer");
-  else
-    ok(true, "a call runs again # SKIP the machine was too slow to look before the wait's bound");
+  no_spare("a call runs again", answered);
   released = now_ms();
   call_end(other);
   forked = executors_reach(2, 5000);
