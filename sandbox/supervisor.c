@@ -95,10 +95,9 @@
  * and none runs on busy cores (N), for at most SPARES_LATER_MS; the
  * supervisor looks every SPARES_LOOK_MS, and the cores are busy unless
  * half a core idled at each of its last SPARES_ROOM_LOOKS looks
- * (slot_cpu_busy).  On 2 cores a
- * burst's early sessions otherwise spend three times their call's CPU on
- * their next spare while the late ones wait for the CPU, or run beside it
- * (tests/bench/FINDINGS.md, "Bursts").  Calls that wait or run while the
+ * (slot_cpu_busy).  On 2 cores a burst's early sessions otherwise spend
+ * three times their call's CPU on their next spare while the late ones
+ * wait for the CPU, or run beside it (tests/bench/FINDINGS.md, "Bursts").  Calls that wait or run while the
  * cores idle (for a token's limit, beside sleeping calls) are not held back
  * by a spare's fork, and do not hold it back. */
 #define SPARES_LATER_MS 2000
