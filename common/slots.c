@@ -363,6 +363,20 @@ int awaited_boot_mark(const struct mcp_config *cfg, mcp_error_t *err) {
   return take_below(cfg, "awaited", awaited_marks(cfg), err);
 }
 
+/* How many of the lock files 0..n-1 of dirfd are held (by any open file
+ * description, ours too), counted up to `enough`. */
+static int held_below(int dirfd, int n, int enough) {
+  int held = 0;
+  for (int i = 0; i < n && held < enough; i++) {
+    char name[16];
+    snprintf(name, sizeof(name), "%d", i);
+    cleanup_close int fd = openat(dirfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 && lock_held_elsewhere(fd))
+      held++;
+  }
+  return held;
+}
+
 bool awaited_boot_any(const struct mcp_config *cfg) {
   char dir[PATH_MAX];
   if (config_path(cfg, dir, sizeof(dir), "slots/awaited") < 0)
@@ -370,14 +384,7 @@ bool awaited_boot_any(const struct mcp_config *cfg) {
   cleanup_close int afd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (afd < 0)
     return false; /* none was ever taken */
-  for (int i = 0; i < awaited_marks(cfg); i++) {
-    char name[16];
-    snprintf(name, sizeof(name), "%d", i);
-    cleanup_close int fd = openat(afd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0 && lock_held_elsewhere(fd))
-      return true;
-  }
-  return false;
+  return held_below(afd, awaited_marks(cfg), 1) > 0;
 }
 
 /* Whether the queue folder at path (below dirfd) holds a live ticket. */
@@ -424,15 +431,8 @@ bool slot_others_run(const struct mcp_config *cfg, const struct slot_hold *h) {
   }
   /* Our own slot is held by another open file description than the one
    * opened here, so it is seen too: counted, not told apart. */
-  int own = h != NULL && h->global_fd >= 0 ? 1 : 0, held = 0;
-  for (int i = 0; i < cfg->max_concurrent && held <= own; i++) {
-    char name[16];
-    snprintf(name, sizeof(name), "%d", i);
-    cleanup_close int fd = openat(sfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0 && lock_held_elsewhere(fd))
-      held++;
-  }
-  return held > own;
+  int own = h != NULL && h->global_fd >= 0 ? 1 : 0;
+  return held_below(sfd, cfg->max_concurrent, own + 1) > own;
 }
 
 int run_slot_try(const struct mcp_config *cfg, const char *token, mcp_error_t *err) {

@@ -5,8 +5,9 @@
  * hold back another token; giving up leaves the queue and frees the
  * token's slot; beyond its busy share a token's call waits for a window
  * of the CPU with half a core idle; awaited boots' marks; whether calls
- * wait (slot_others_wait) or run (slot_others_run).  Several "supervisors" in one process: OFD
- * locks of different opens conflict as between processes. */
+ * wait (slot_others_wait) or run (slot_others_run).  Several "supervisors"
+ * in one process: OFD locks of different opens conflict as between
+ * processes. */
 #include "config.h"
 
 #include <dirent.h>
