@@ -35,7 +35,7 @@ import time
 
 from . import status
 from .child import run_child
-from .limits import base_env
+from .limits import base_env, close_other_fds
 from .node_call import js_warm_key, js_warm_ok, start_node_spare
 from .processes import exit_of, reap_leftovers
 from .protocol import CHUNK, child_pipes
@@ -86,6 +86,11 @@ class Spare:
         # call runs or another spare warms up (turns.py).
         if warm:
             warm_in_turn(st, req_r, st_w)
+            # What it inherited from PID 1 (the frame pipes, the turns'
+            # pipes, the cgroups' files) it closes while it waits, not once
+            # the call is there: a call's start took 1.3-4.6 ms to close
+            # them (limits.enter_call closes what is left).
+            close_other_fds(3, keep=(req_r, out_w, err_w, st_w))
         data = bytearray()
         while True:
             chunk = os.read(req_r, CHUNK)

@@ -61,6 +61,22 @@ def main():
     chosen.discard()
     clear(st)
 
+    # A warm spare closes what it inherited from the executor while it
+    # waits for its request: it holds fds 0-2 and its four pipes.
+    inherited = os.open(os.devnull, os.O_RDONLY)
+    spare = Spare(st)
+    st.spares.append(spare)
+    os.close(inherited)
+    ok(until(spare.warm), "a spare warms up")
+
+    def fds():
+        return set(os.listdir("/proc/%d/fd" % spare.pid))
+
+    ok(until(lambda: str(inherited) not in fds(), 2.0),
+       "once warm it has closed an fd of the executor's (%d)" % inherited)
+    ok(len(fds()) == 7, "and holds fds 0-2 and its four pipes: %s" % sorted(fds(), key=int))
+    clear(st)
+
     # Neither warm: the oldest, which has warmed longest.
     first = Spare(st, warm=False)
     st.spares.append(first)
