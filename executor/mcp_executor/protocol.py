@@ -113,7 +113,7 @@ class Stream:
         """Forward what is readable; False at EOF."""
         try:
             data = os.read(self.fd, CHUNK)
-        except InterruptedError:
+        except (InterruptedError, BlockingIOError):
             return True
         except OSError:
             return False
