@@ -72,8 +72,7 @@ class Call:
         self.open_fds = set(self.streams)
         # Read without blocking: once the child says it is done, what its
         # pipes still hold is taken at once (drain), not at the loop's
-        # next wakes.  (The child runs meanwhile: this costs the call no
-        # time.)
+        # next wakes.  (Meanwhile the child enters its call.)
         for fd in self.open_fds:
             os.set_blocking(fd, False)
         self.st_r = spare.st_r

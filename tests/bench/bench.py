@@ -938,10 +938,10 @@ class Bench:
         """n new sessions at once (forked workers, each warmed by a request
         that needs no session, then a common start), each timed from its
         initialize to its first call's answer, the pool full at the start
-        of each round; and each worker's own CPU over that time.  The sessions live on until the round
-        is over, as a team's agents keep theirs: a session ended as soon as
-        it had its answer would tear its sandbox down beside the others'
-        first calls."""
+        of each round; and each worker's own CPU over that time.  The
+        sessions live on until the round is over, as a team's agents keep
+        theirs: a session ended as soon as it had its answer would tear its
+        sandbox down beside the others' first calls."""
         log("B: bursts of %d new sessions at once, %d round(s)" % (n, rounds))
         ep = self.ep
 
