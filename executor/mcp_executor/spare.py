@@ -84,15 +84,13 @@ class Spare:
         # the call would wait for faults it may never need; it stops
         # between its steps when the request comes, and waits while a
         # call runs or another spare warms up (turns.py).
-        if warm:
-            warm_in_turn(st, req_r, st_w)
-            # What it inherited from PID 1 (the frame pipes, the turns'
-            # pipes, the cgroups' files) it closes while it waits, not once
-            # the call is there: a call's start took 1.3-4.6 ms to close
-            # them (limits.enter_call closes what is left).  A request
-            # that came during the warm-up does not wait for it.
-            if not select.select([req_r], [], [], 0)[0]:
-                close_other_fds(3, keep=(req_r, out_w, err_w, st_w))
+        # What it inherited from PID 1 (the frame pipes, the turns' pipes,
+        # the cgroups' files) a warm spare closes while it waits, not once
+        # the call is there: a call's start took 1.3-4.6 ms to close them
+        # (limits.enter_call closes what is left).  A request that came
+        # during the warm-up does not wait for it.
+        if warm and warm_in_turn(st, req_r, st_w):
+            close_other_fds(3, keep=(req_r, out_w, err_w, st_w))
         data = bytearray()
         while True:
             chunk = os.read(req_r, CHUNK)
@@ -157,7 +155,8 @@ class Spare:
 
 
 def warm_in_turn(st, req_r, st_w):
-    """In a spare: warm up when it is its turn, say so when it is done."""
+    """In a spare: warm up when it is its turn, say so when it is done.
+    Whether it did (False: its request came first)."""
     turns = st.turns
 
     def pending():
@@ -178,6 +177,8 @@ def warm_in_turn(st, req_r, st_w):
             warm_up(st, stop)
             if not pending():
                 status.write(status.WARM, fd=st_w)
+                return True
+        return False
     finally:
         turns.give_back()
 
