@@ -153,8 +153,12 @@ int processes_with(const char *needle, int wait_ms) {
 
 int processes_now(const char *needle) {
   pid_t pids[64];
+  return processes_pids(needle, pids, 64);
+}
+
+int processes_pids(const char *needle, pid_t *pids, int max) {
   reap();
-  return find_processes(needle, pids, 64, false);
+  return find_processes(needle, pids, max, false);
 }
 
 int processes_after_delete(struct harness *h, const char *id, int wait_ms) {

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "fcgi/mcp.h"
 
@@ -77,6 +78,8 @@ int delete_session(struct harness *h, const char *token, const char *id);
 int processes_with(const char *needle, int wait_ms);
 /* How many there are now (children reaped first), without a word. */
 int processes_now(const char *needle);
+/* The same, with their pids (up to max of them). */
+int processes_pids(const char *needle, pid_t *pids, int max);
 
 /* Processes of a session just DELETEd, once they had the time to stop.
  * When some still run after wait_ms, one keeper pass (which the service

@@ -14,10 +14,13 @@
  * wait for busy cores or run on them). */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -91,20 +94,24 @@ static void spin_stop(void) {
   nspinners = 0;
 }
 
-/* Another session's running call: a process that holds one of the
- * service's slots, as its supervisor would, until call_end.  (Not this
- * process: the spinners forked later would hold the slot's lock too.) */
-static pid_t call_start(void) {
+/* n of other sessions' running calls: a process that holds n of the
+ * service's slots, as their supervisors would, until call_end.  (Not this
+ * process: the spinners forked later would hold the slots' locks too.) */
+static pid_t calls_start(int n) {
   int ready[2];
   if (pipe(ready) < 0)
     bail_out("pipe: %s", strerror(errno));
   pid_t pid = fork();
   if (pid == 0) {
-    struct slot_hold hold = SLOT_HOLD_NONE;
-    struct slot_wait wait = SLOT_WAIT_NONE;
-    enum slot_full full;
-    mcp_error_t err = NULL;
-    char c = slot_take(&h.cfg, "other", 4, 4, &hold, &wait, &full, &err) == 0 ? 'y' : 'n';
+    char c = 'y';
+    for (int i = 0; i < n && c == 'y'; i++) {
+      struct slot_hold hold = SLOT_HOLD_NONE; /* each its own lock, kept */
+      struct slot_wait wait = SLOT_WAIT_NONE;
+      enum slot_full full;
+      mcp_error_t err = NULL;
+      int most = h.cfg.max_concurrent; /* the token "other" may take them all */
+      c = slot_take(&h.cfg, "other", most, most, &hold, &wait, &full, &err) == 0 ? 'y' : 'n';
+    }
     if (write(ready[1], &c, 1) != 1)
       _exit(1);
     alarm(60); /* never outlives a test that died */
@@ -113,7 +120,7 @@ static pid_t call_start(void) {
   }
   char c = 0;
   if (read(ready[0], &c, 1) != 1 || c != 'y')
-    bail_out("no slot for another session's call");
+    bail_out("no slots for %d other sessions' calls", n);
   close(ready[0]);
   close(ready[1]);
   return pid;
@@ -133,6 +140,40 @@ static void no_spare(const char *what, int64_t answered) {
     ok(none, "%s: no spare is forked after the answer", what);
   else
     ok(true, "%s # SKIP the machine was too slow to look before the wait's bound", what);
+}
+
+/* The voluntary context switches of process pid so far: its wakes. */
+static long wakes(pid_t pid) {
+  char p[64], buf[4096];
+  snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+  int fd = open(p, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+  if (fd >= 0)
+    close(fd);
+  if (n <= 0)
+    return -1;
+  buf[n] = '\0';
+  const char *v = strstr(buf, "\nvoluntary_ctxt_switches:");
+  return v == NULL ? -1 : strtol(v + strlen("\nvoluntary_ctxt_switches:"), NULL, 10);
+}
+
+/* Whether a ticket stands in the service's slots queue, within wait_ms. */
+static bool service_queue_holds(int wait_ms) {
+  char q[PATH_MAX + 16];
+  snprintf(q, sizeof(q), "%s/slots/queue", h.state);
+  int64_t deadline = now_ms() + wait_ms;
+  for (;;) {
+    DIR *d = opendir(q);
+    struct dirent *e;
+    bool held = false;
+    while (d != NULL && !held && (e = readdir(d)) != NULL)
+      held = e->d_name[0] != '.';
+    if (d != NULL)
+      closedir(d);
+    if (held || now_ms() >= deadline)
+      return held;
+    poll(NULL, 0, 5);
+  }
 }
 
 static void print1(const char *what) {
@@ -177,7 +218,7 @@ int main(void) {
   /* Another session's call runs (the test holds one of the service's slots,
    * as its supervisor would) on busy cores: the spare waits; once the
    * cores have room, though the call still runs, it is forked. */
-  pid_t other = call_start();
+  pid_t other = calls_start(1);
   spin_start();
   print1("a call runs on busy cores");
   answered = now_ms();
@@ -199,6 +240,46 @@ int main(void) {
   ok(forked, "once the call has ended the spare is forked, though the cores are busy");
   if (forked && released - answered < LATER_MS / 2)
     ok(now_ms() < answered + LATER_MS, "at the supervisor's word (N), before the wait's bound");
+
+  /* After an L, the session's next call waits for a slot (the test holds
+   * all of the service's): its own ticket is a call that waits, so its
+   * supervisor does not look at the queues every SPARES_LOOK_MS (50 ms)
+   * meanwhile; it wakes at the queue's poll (250 ms) or when the queue
+   * moves.  Under load the queued supervisors' looks cost more system
+   * calls than the rest of their work together. */
+  char sup_needle[PATH_MAX + 32];
+  snprintf(sup_needle, sizeof(sup_needle), "mcp-sandboxd %s/", h.state);
+  pid_t sup = -1;
+  ok(processes_pids(sup_needle, &sup, 1) == 1, "the session's supervisor is found");
+  other = calls_start(1);
+  spin_start();
+  print1("before a queued call");
+  answered = now_ms();
+  spin_stop();
+  pid_t all = calls_start(h.cfg.max_concurrent - 1);
+  fflush(NULL);
+  pid_t poster = fork();
+  if (poster == 0) {
+    struct response r;
+    post(&h, sid,
+         "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"execute_python\","
+         "\"arguments\":{\"code\":\"print(1)\"}}}",
+         &r);
+    _exit(r.status == 200 && r.body != NULL && strstr(r.body, "\"stdout\":\"1\\n\"") != NULL ? 0 : 1);
+  }
+  ok(service_queue_holds(LATER_MS / 4), "a queued call: it waits in the service's queue");
+  long before = wakes(sup);
+  poll(NULL, 0, 600);
+  long woke = wakes(sup) - before;
+  if (before >= 0 && now_ms() - answered < LATER_MS)
+    ok(woke <= 6, "a queued call: its supervisor woke %ld times in 600 ms (at most 6)", woke);
+  else
+    ok(true, "a queued call # SKIP the machine was too slow to look before the wait's bound");
+  call_end(all);
+  call_end(other);
+  int status = -1;
+  ok(waitpid(poster, &status, 0) == poster && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+     "a queued call: it answers once slots are free");
 
   is_int(delete_session(&h, TEST_TOKEN, sid), 204, "DELETE the session");
   is_int(processes_after_delete(&h, sid, 3000), 0, "its supervisor and executor are gone");
