@@ -145,15 +145,19 @@ static char **ticket_names(int q, const char *below, size_t max, size_t *count) 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Whether a live ticket stands in queue q before `mine` (any, when NULL).
- * Tickets whose supervisor died (unlocked) are removed on the way. */
-static bool ticket_ahead(int q, const char *mine) {
+ * Tickets whose supervisor died (unlocked) are removed on the way.  With
+ * mine, the tickets are looked at from the nearest one ahead of it, and
+ * the live one found (the next to go before mine) is named in *nearest
+ * (when not NULL); without, from the oldest. */
+static bool ticket_ahead(int q, const char *mine, char nearest[SLOT_TICKET_MAX]) {
   size_t n;
   char **names = ticket_names(q, mine, SIZE_MAX, &n);
   if (names == NULL)
     return false;
   qsort(names, n, sizeof(*names), by_name);
   bool ahead = false;
-  for (size_t i = 0; i < n && !ahead; i++) {
+  for (size_t k = 0; k < n && !ahead; k++) {
+    size_t i = mine != NULL ? n - 1 - k : k;
     int fd = openat(q, names[i], O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
       continue; /* it left */
@@ -161,11 +165,62 @@ static bool ticket_ahead(int q, const char *mine) {
     close(fd);
     if (!ahead)
       unlinkat(q, names[i], 0);
+    else if (nearest != NULL)
+      snprintf(nearest, SLOT_TICKET_MAX, "%s", names[i]);
   }
   for (size_t i = 0; i < n; i++)
     free(names[i]);
   free(names);
   return ahead;
+}
+
+/* Watch what moves w in its queue: the live ticket named `ahead` (its
+ * unlink changes its link count: IN_ATTRIB), or with none ahead the
+ * queue's folder, whose times change when a slot is released (wake_queue).
+ * A waiter behind another is woken only when that one leaves, not at
+ * every move of the line: under load (16 sessions on 2 cores) each end of
+ * a call woke every waiter twice.  0; -ENOENT when `ahead` has left
+ * already (look again).  Without a watch of its own (inotify's limits)
+ * it watches the whole folder, as every waiter did before. */
+static int watch_queue(struct slot_wait *w, const char *ahead) {
+  const char *target = ahead != NULL ? ahead : "";
+  if (w->watch >= 0 && strcmp(w->watched, target) == 0)
+    return 0;
+  if (w->watch >= 0)
+    inotify_rm_watch(w->notify_fd, w->watch);
+  w->watch = -1;
+  w->watched[0] = '\0';
+  char path[64 + SLOT_TICKET_MAX];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d%s%s", w->queue_dir, ahead != NULL ? "/" : "", target);
+  uint32_t mask = ahead != NULL ? IN_ATTRIB | IN_DELETE_SELF : IN_ATTRIB | IN_ONLYDIR;
+  int wd = inotify_add_watch(w->notify_fd, path, mask);
+  if (wd < 0 && ahead != NULL && errno == ENOENT)
+    return -ENOENT;
+  if (wd < 0) {
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", w->queue_dir);
+    if ((wd = inotify_add_watch(w->notify_fd, path, IN_ATTRIB | IN_DELETE | IN_ONLYDIR)) < 0)
+      return 0; /* it looks again at its poll */
+    target = "*";
+  }
+  w->watch = wd;
+  snprintf(w->watched, sizeof(w->watched), "%s", target);
+  return 0;
+}
+
+/* Whether a live ticket stands before w's in its queue, watching the
+ * nearest such ticket, or the folder when none does (watch_queue). */
+static bool behind_another(struct slot_wait *w) {
+  char ahead[SLOT_TICKET_MAX];
+  for (;;) {
+    if (!ticket_ahead(w->queue_dir, w->ticket, ahead)) {
+      watch_queue(w, NULL);
+      /* A ticket that came ahead meanwhile (named earlier, moved in
+       * later) is seen at the next look. */
+      return false;
+    }
+    if (watch_queue(w, ahead) == 0)
+      return true;
+  }
 }
 
 static void leave_queue(struct slot_wait *w) {
@@ -181,7 +236,7 @@ static void leave_queue(struct slot_wait *w) {
 
 /* Stand in the queue beside the slots of dir: a locked ticket named by
  * the monotonic clock (made under a dot name, so that it is never seen
- * unlocked), and an inotify watch on the folder. */
+ * unlocked), and an inotify instance (watch_queue says what it watches). */
 static int join_queue(int dir, const char *token, struct slot_wait *w, mcp_error_t *err) {
   if (mkdirat(dir, "queue", 0700) < 0 && errno != EEXIST)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "mkdir slots queue");
@@ -198,14 +253,11 @@ static int join_queue(int dir, const char *token, struct slot_wait *w, mcp_error
            (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec, (int)getpid());
   char tmp[sizeof(n.ticket) + 1];
   snprintf(tmp, sizeof(tmp), ".%s", n.ticket);
-  char watch[64];
-  snprintf(watch, sizeof(watch), "/proc/self/fd/%d", n.queue_dir);
   int e = 0;
   n.ticket_fd = openat(n.queue_dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (n.ticket_fd < 0 || lock_try(n.ticket_fd) < 0 || renameat(n.queue_dir, tmp, n.queue_dir, n.ticket) < 0)
     e = errno ? errno : EIO;
-  else if ((n.notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
-           inotify_add_watch(n.notify_fd, watch, IN_ATTRIB | IN_DELETE | IN_ONLYDIR) < 0)
+  else if ((n.notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0)
     e = errno;
   if (e != 0) {
     if (n.ticket_fd >= 0)
@@ -225,7 +277,7 @@ static int take_in_turn(int dir, int n, int busy, const char *token, struct slot
                         mcp_error_t *err) {
   if (w->queue_dir < 0) {
     cleanup_close int q = openat(dir, "queue", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (q < 0 || !ticket_ahead(q, NULL)) {
+    if (q < 0 || !ticket_ahead(q, NULL, NULL)) {
       int r = take_free(dir, n, busy, w, cpu_wait, err);
       if (r != -EAGAIN) {
         if (r >= 0)
@@ -237,7 +289,7 @@ static int take_in_turn(int dir, int n, int busy, const char *token, struct slot
       return -1;
     /* A slot freed before the watch was there woke nobody: look once more. */
   }
-  if (ticket_ahead(w->queue_dir, w->ticket))
+  if (behind_another(w))
     return -EAGAIN;
   int r = take_free(dir, n, busy, w, cpu_wait, err);
   if (r >= 0) {
@@ -310,19 +362,15 @@ bool slot_global_full(const struct mcp_config *cfg, struct slot_hold *h) {
   return false;
 }
 
-/* Wake the waiters of the queue beside dir's slots, if any wait: the
- * folder's times change (IN_ATTRIB), a write only while calls queue. */
+/* Wake the first waiter of the queue beside dir's slots, if one waits:
+ * the folder's times change (IN_ATTRIB), a write only while calls queue.
+ * Dead tickets before the first live one are removed first (each removal
+ * wakes the waiter that watches it): only the first waiter watches the
+ * folder (watch_queue). */
 static void wake_queue(int dir) {
   cleanup_close int q = openat(dir, "queue", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (q < 0)
-    return;
-  size_t n;
-  char **names = ticket_names(q, NULL, 1, &n); /* one is enough to know */
-  if (n > 0)
+  if (q >= 0 && ticket_ahead(q, NULL, NULL))
     futimens(q, NULL);
-  for (size_t i = 0; i < n; i++)
-    free(names[i]);
-  free(names);
 }
 
 void slot_release(struct slot_hold *h) {
@@ -390,7 +438,7 @@ bool awaited_boot_any(const struct mcp_config *cfg) {
 /* Whether the queue folder at path (below dirfd) holds a live ticket. */
 static bool queue_waits(int dirfd, const char *path) {
   cleanup_close int q = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  return q >= 0 && ticket_ahead(q, NULL);
+  return q >= 0 && ticket_ahead(q, NULL, NULL);
 }
 
 bool slot_others_wait(const struct mcp_config *cfg) {

@@ -10,12 +10,16 @@
  * then, holding the token's slot, the service's), as a ticket file named
  * by the time it joined and locked while its supervisor lives.  Only the
  * oldest live ticket of a queue takes a slot; a ticket whose supervisor
- * died is removed by the next waiter that finds it.  A supervisor that
- * releases a slot while tickets wait touches the queue's folder, and
- * waiters watch their queue with inotify: a slot is taken as soon as it is
- * free, not at the next poll, and waiters do not spin.  A token's waiters
- * stand in the service's queue only up to the token's own limit, so one
- * tenant's calls cannot fill the line of another's.
+ * died is removed by the next waiter or releaser that finds it.  Waiters
+ * watch their queue with inotify: the first one the folder, whose times a
+ * supervisor that releases a slot while tickets wait changes, each other
+ * one the live ticket just ahead of it.  So the first takes a slot as
+ * soon as it is free, each other one looks when the one ahead has left,
+ * not at the next poll, and none spins or is woken for nothing (each end
+ * of a call woke every waiter twice before: under load most of the
+ * supervisors' work).  A token's waiters stand in the service's queue only
+ * up to the token's own limit, so one tenant's calls cannot fill the line
+ * of another's.
  *
  * Beyond its busy share (token_busy_concurrent, the cores by default) a
  * token's call also waits for the CPU: the first in the token's line takes
@@ -49,18 +53,22 @@ enum slot_full {
 
 #define SLOT_HOLD_NONE ((struct slot_hold){-1, -1, -1, -1})
 
+#define SLOT_TICKET_MAX 48
+
 /* A supervisor's place in a queue (at most one at a time). */
 struct slot_wait {
   int queue_dir; /* the queue folder of the ticket; -1: not queued */
   int ticket_fd; /* the ticket, locked */
-  int notify_fd; /* inotify on that folder */
-  char ticket[48];
-  char token[80];        /* t-<name> of the token the wait is for */
-  struct cpu_sample cpu; /* the CPU when it was last looked at while */
-  int64_t cpu_at;        /* waiting for it (monotonic ms; 0: not) */
+  int notify_fd; /* inotify: the ticket ahead, or the folder when none is */
+  int watch;     /* its watch (-1: none) */
+  char ticket[SLOT_TICKET_MAX];
+  char watched[SLOT_TICKET_MAX]; /* the ticket it watches; "": the folder; "*": all of it */
+  char token[80];                /* t-<name> of the token the wait is for */
+  struct cpu_sample cpu;         /* the CPU when it was last looked at while */
+  int64_t cpu_at;                /* waiting for it (monotonic ms; 0: not) */
 };
 
-#define SLOT_WAIT_NONE ((struct slot_wait){-1, -1, -1, "", "", {0, 0}, 0})
+#define SLOT_WAIT_NONE ((struct slot_wait){-1, -1, -1, -1, "", "", "", {0, 0}, 0})
 /* How often a waiter looks again without being woken: a slot's holder or a
  * ticket's waiter that died wakes nobody. */
 #define SLOT_WAIT_POLL_MS 250

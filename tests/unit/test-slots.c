@@ -91,12 +91,18 @@ static void order_tests(void) {
   ok(!woken(&w[0]), "nobody is woken while the slot stays held");
 
   slot_release(&holder.h);
-  ok(woken(&w[0]) && woken(&w[WAITERS - 1]), "releasing the slot wakes the waiters");
+  ok(woken(&w[0]), "releasing the slot wakes the first waiter");
+  bool rest = false;
+  for (int i = 1; i < WAITERS; i++)
+    rest = rest || woken(&w[i]);
+  ok(!rest, "and none of the waiters behind it");
   /* Everyone looks, the last comers first: only the oldest takes it. */
   for (int i = WAITERS - 1; i > 0; i--)
     is_int(take(&w[i], "alpha", 8, NULL), -EAGAIN, "call %d, younger, waits on", i);
   is_int(take(&w[0], "alpha", 8, NULL), 0, "the oldest call takes the slot");
   is_int(slot_wait_fd(&w[0].w), -1, "and left the queue");
+  ok(woken(&w[1]), "which wakes the waiter just behind it");
+  ok(!woken(&w[2]), "but not the one behind that");
   for (int i = 1; i < WAITERS; i++) {
     is_int(take(&w[i], "alpha", 8, NULL), -EAGAIN, "while call %d runs, call %d waits", i - 1, i);
     slot_release(&w[i - 1].h);
@@ -152,7 +158,25 @@ static void dead_waiter_tests(void) {
   ok(woken(&next), "the release wakes the live waiter");
   is_int(take(&next, "alpha", 8, NULL), 0, "which takes the slot: the dead one is passed over");
   is_int(tickets(""), 0, "and its ticket is gone");
+
+  /* A dead waiter between two live ones: the one behind it watches its
+   * ticket, which nobody removes at a move; the next release does. */
+  struct sup first = sup_new(), last = sup_new();
+  is_int(take(&first, "alpha", 8, NULL), -EAGAIN, "a live waiter");
+  pid = waiter_elsewhere("alpha", 8, &said);
+  is_int(said, 'q', "a waiter in another process behind it");
+  is_int(take(&last, "alpha", 8, NULL), -EAGAIN, "and a live one behind that");
+  kill_waiter(pid);
   slot_release(&next.h);
+  ok(woken(&first) && !woken(&last), "the release wakes the first waiter only");
+  is_int(take(&first, "alpha", 8, NULL), 0, "the first takes the slot");
+  ok(!woken(&last), "its leaving the queue wakes nobody: the waiter behind it died");
+  is_int(tickets(""), 2, "the dead ticket is still there");
+  slot_release(&first.h);
+  ok(woken(&last), "the end of its call removes the dead ticket, which wakes the last waiter");
+  is_int(take(&last, "alpha", 8, NULL), 0, "which takes the slot");
+  is_int(tickets(""), 0, "no ticket is left");
+  slot_release(&last.h);
 }
 
 static void token_tests(void) {
