@@ -15,11 +15,10 @@
  * supervisor that releases a slot while tickets wait changes, each other
  * one the live ticket just ahead of it.  So the first takes a slot as
  * soon as it is free, each other one looks when the one ahead has left,
- * not at the next poll, and none spins or is woken for nothing (each end
- * of a call woke every waiter twice before: under load most of the
- * supervisors' work).  A token's waiters stand in the service's queue only
- * up to the token's own limit, so one tenant's calls cannot fill the line
- * of another's.
+ * not at the next poll, and none spins or is woken for nothing (before,
+ * each end of a call woke every waiter twice).  A token's waiters stand in
+ * the service's queue only up to the token's own limit, so one tenant's
+ * calls cannot fill the line of another's.
  *
  * Beyond its busy share (token_busy_concurrent, the cores by default) a
  * token's call also waits for the CPU: the first in the token's line takes
