@@ -740,21 +740,17 @@ static bool cores_busy_since_look(struct sup *s) {
   return busy;
 }
 
-/* Whether the spares' looks wait: after an L, while a request of this
- * session's own waits for slots.  Its ticket is a call that waits, so no
- * look could say N, and the call's start ends the executor's wait anyway.
- * Under load (16 sessions back to back on 2 cores) the queued supervisors'
- * looks every SPARES_LOOK_MS were most of their 1,650 system calls per
- * call. */
-static bool spares_looks_wait(const struct sup *s) { return s->spares_later_until > 0 && waiting_for_slots(s); }
-
 /* Every SPARES_LOOK_MS after an L: N once no call waits, and no call runs
  * or the cores had room at the last SPARES_ROOM_LOOKS looks.  (Past
  * SPARES_LATER_MS the executor goes on by itself; a failed write is a
- * sandbox loss, which the pipe's end tells.) */
+ * sandbox loss, which the pipe's end tells.)  No look while a request of
+ * this session's own waits for slots: its ticket is a call that waits, so
+ * no look could say N, and the call's start ends the executor's wait
+ * anyway (under load, 16 sessions back to back on 2 cores, the queued
+ * supervisors' looks were most of their 1,650 system calls per call). */
 static void spares_look(struct sup *s) {
   int64_t now = now_ms();
-  if (s->spares_later_until == 0 || spares_looks_wait(s) || now - s->spares_looked_at < SPARES_LOOK_MS)
+  if (s->spares_later_until == 0 || waiting_for_slots(s) || now - s->spares_looked_at < SPARES_LOOK_MS)
     return;
   s->spares_looked_at = now;
   s->spares_room_looks = cores_busy_since_look(s) ? 0 : s->spares_room_looks + 1;
@@ -1114,6 +1110,7 @@ static int loop(struct sup *s) {
       idx[k] = -4;
     int timeout = 1000;
     int64_t now = now_ms();
+    bool queued = waiting_for_slots(s);
     if (s->call_active) {
       int64_t left = s->call_deadline - now;
       timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
@@ -1122,7 +1119,7 @@ static int loop(struct sup *s) {
     } else if (!s->ready) {
       int64_t left = s->started_at + ready_timeout_ms(s) - now;
       timeout = left <= 0 ? 0 : (left < timeout ? (int)left : timeout);
-    } else if (waiting_for_slots(s)) {
+    } else if (queued) {
       timeout = slot_wait_ms(&s->slot_wait);
     } else if (!sandbox_busy(s)) {
       int left = hibernate_timeout_ms(&s->hib, now);
@@ -1136,7 +1133,7 @@ static int loop(struct sup *s) {
     int eg_timeout = egress_timeout_ms(&s->eg);
     if (eg_timeout >= 0 && eg_timeout < timeout)
       timeout = eg_timeout;
-    if (s->spares_later_until > 0 && !spares_looks_wait(s) && timeout > SPARES_LOOK_MS)
+    if (s->spares_later_until > 0 && !queued && timeout > SPARES_LOOK_MS) /* spares_look */
       timeout = SPARES_LOOK_MS;
     int r = poll(p, (nfds_t)n, timeout);
     if (r < 0 && errno != EINTR)

@@ -16,7 +16,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -146,13 +145,8 @@ static void no_spare(const char *what, int64_t answered) {
 static long wakes(pid_t pid) {
   char p[64], buf[4096];
   snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
-  int fd = open(p, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-  if (fd >= 0)
-    close(fd);
-  if (n <= 0)
+  if (read_kernel_file(p, buf, sizeof(buf)) <= 0)
     return -1;
-  buf[n] = '\0';
   const char *v = strstr(buf, "\nvoluntary_ctxt_switches:");
   return v == NULL ? -1 : strtol(v + strlen("\nvoluntary_ctxt_switches:"), NULL, 10);
 }
