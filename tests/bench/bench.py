@@ -367,7 +367,10 @@ class Service:
                     env[k] = v
         self.ep = Endpoint(env["MCP_URL"], env["MCP_TOKEN"], env["MCP_CA_FILE"])
         self.metrics_url = env.get("MCP_METRICS_URL", "")
+        # The settings of the stack in this state folder, also when the
+        # caller's environment names another (or none: the default's).
         out = subprocess.run([os.path.join(self.state, "install/bin/mcp-server"), "--print-config"],
+                             env=dict(os.environ, MCP_STATE_DIR=self.state),
                              capture_output=True, text=True, check=True).stdout
         self.cfg = {}
         for line in out.splitlines():
