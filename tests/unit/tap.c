@@ -3,6 +3,7 @@
 
 #include "tap.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -126,4 +127,16 @@ void bail_out(const char *fmt, ...) {
   va_end(ap);
   fflush(stdout);
   exit(1);
+}
+
+int visible_entries(const char *path) {
+  DIR *d = opendir(path);
+  if (d == NULL)
+    return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
 }

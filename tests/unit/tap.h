@@ -7,7 +7,8 @@
  * any non-zero exit status, 77 included, as an error.
  *
  * The counters live in tap.c so that helpers compiled separately (the MCP
- * harness) add to the same plan. */
+ * harness) add to the same plan.  Below the TAP calls, a helper that several
+ * test programs use to look at the state folder. */
 #ifndef MCP_TEST_TAP_H
 #define MCP_TEST_TAP_H
 
@@ -34,6 +35,10 @@ int done_testing(void);
 void skip_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Stop at once: the remaining tests cannot run meaningfully. */
 void bail_out(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* The entries of folder path whose names do not start with a dot (the
+ * service's tickets, sessions, trash); 0 when it cannot be read. */
+int visible_entries(const char *path);
 
 #define ok(cond, ...) tap_ok((cond) ? true : false, __FILE__, __LINE__, __VA_ARGS__)
 #define is_int(got, expected, ...) tap_is_int((int64_t)(got), (int64_t)(expected), __FILE__, __LINE__, __VA_ARGS__)

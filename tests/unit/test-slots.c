@@ -10,7 +10,6 @@
  * processes. */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -62,15 +61,7 @@ static bool woken(const struct sup *s) {
 static int tickets(const char *sub) {
   char path[PATH_MAX + 64];
   snprintf(path, sizeof(path), "%s/slots/%squeue", cfg.state_dir, sub);
-  DIR *d = opendir(path);
-  if (d == NULL)
-    return 0;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
+  return visible_entries(path);
 }
 
 static void order_tests(void) {
