@@ -38,8 +38,8 @@ MCP_APT_CLUSTER="docker.io debootstrap"
 # clang, libclang-rt-14-dev (libFuzzer), llvm (llvm-symbolizer), clang-tidy and
 # cppcheck: the fuzz harnesses and the static analysis (tests/fuzz/run, tests/lint/run).
 # python3-kubernetes and python3-yaml: the offline checks of the Kubernetes
-# manifests (tests/k8s/check.py).
-MCP_APT_TEST="clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd python3-kubernetes python3-yaml"
+# manifests (tests/k8s/check.py).  logrotate: tests/unit/test-logrotate.sh.
+MCP_APT_TEST="clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd logrotate python3-kubernetes python3-yaml"
 
 
 require_root() {
