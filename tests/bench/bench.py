@@ -957,13 +957,28 @@ class Bench:
         def op(c):
             t0, cpu0 = time.perf_counter_ns(), time.process_time_ns()
             sid = c.initialize()
-            c.call(sid, PRINT1, expect="1\n")
+            try:
+                c.call(sid, PRINT1, expect="1\n")
+            except BaseException:
+                # Its session is known to this worker only: end it here.
+                try:
+                    c.delete(sid)
+                except Exception:
+                    pass
+                raise
             return [(time.perf_counter_ns() - t0) / 1e6, sid, (time.process_time_ns() - cpu0) / 1e6]
 
         for _ in range(rounds):
             self.svc.wait_pool()
             time.sleep(0.3)
-            _, done = self.workers(n, setup, op, 0.0, once=True)
+            try:
+                _, done = self.workers(n, setup, op, 0.0, once=True)
+            except BenchError as e:
+                # The sessions of the workers that did not fail end too.
+                sids = [sid for _, sid, _ in getattr(e, "done", [])]
+                self.sessions.update(sids)
+                self.end_sessions(sids)
+                raise
             sids = [sid for _, sid, _ in done]
             self.sessions.update(sids)
             self.samples.setdefault("burst", []).extend(t for t, _, _ in done)
@@ -1041,7 +1056,9 @@ class Bench:
             else:
                 results.append(json.loads(buf))
         if failed:
-            raise BenchError("%d of %d workers failed (see above)" % (failed, n))
+            err = BenchError("%d of %d workers failed (see above)" % (failed, n))
+            err.done = [x for r in results for x in r["lat"]]  # what the others returned
+            raise err
         total = sum(len(r["lat"]) for r in results)
         span = (max(r["end"] for r in results) - t_go) / 1e9
         return total / span, [x for r in results for x in r["lat"]]
