@@ -1055,13 +1055,13 @@ class Bench:
                 failed += 1
             else:
                 results.append(json.loads(buf))
+        done = [x for r in results for x in r["lat"]]
         if failed:
             err = BenchError("%d of %d workers failed (see above)" % (failed, n))
-            err.done = [x for r in results for x in r["lat"]]  # what the others returned
+            err.done = done  # what the others returned
             raise err
-        total = sum(len(r["lat"]) for r in results)
         span = (max(r["end"] for r in results) - t_go) / 1e9
-        return total / span, [x for r in results for x in r["lat"]]
+        return len(done) / span, done
 
     def phase_throughput(self):
         n = 16
