@@ -23,6 +23,7 @@ ENV MCP_STATE_DIR=/var/lib/mcp-sandbox \
     MCP_BUILD_DIR=/opt/mcp-sandbox/build \
     MCP_PREBUILT=yes \
     MCP_TLS=off \
+    MCP_LOGS=stdout \
     MCP_HOST=0.0.0.0 \
     MCP_PORT=8080 \
     MCP_TEMPLATE_FROM=${MCP_TEMPLATE_FROM}

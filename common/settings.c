@@ -170,6 +170,10 @@ static int egress_settings_check(const struct mcp_config *cfg, mcp_error_t *err)
   return 0;
 }
 
+/* A log setting: a file (absolute: the processes that write it do not
+ * share a working folder), stderr (log_open) or empty (no log). */
+static bool log_setting_valid(const char *v) { return v[0] == '\0' || v[0] == '/' || strcmp(v, "stderr") == 0; }
+
 static int validate(struct mcp_config *cfg, mcp_error_t *err) {
   if (cfg->state_dir[0] != '/')
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir must be an absolute path");
@@ -189,6 +193,12 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
   if (strcmp(cfg->egress_log, "default") == 0 &&
       config_path(cfg, cfg->egress_log, sizeof(cfg->egress_log), "logs/egress.log") < 0)
     return mcp_fail_public(err, MCP_ERR_INVALID, "configuration key state_dir is too long");
+  if (!log_setting_valid(cfg->audit_log))
+    return mcp_fail_public(err, MCP_ERR_INVALID,
+                           "configuration key audit_log must be an absolute path, stderr or empty (none)");
+  if (!log_setting_valid(cfg->egress_log))
+    return mcp_fail_public(err, MCP_ERR_INVALID,
+                           "configuration key egress_log must be an absolute path, stderr or empty (none)");
   if (egress_settings_check(cfg, err) < 0)
     return -1;
   if (strcmp(cfg->token_policy, "default") == 0 &&

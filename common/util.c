@@ -49,6 +49,12 @@ int write_all(int fd, const void *buf, size_t len) {
   return 0;
 }
 
+int log_open(const char *path) {
+  if (strcmp(path, "stderr") == 0)
+    return fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
 ssize_t read_some(int fd, void *buf, size_t len) {
   for (;;) {
     ssize_t r = read(fd, buf, len);

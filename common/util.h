@@ -62,6 +62,12 @@ void iso_time_now(char *buf, size_t size);
 
 /* Write all of buf, retrying on EINTR and short writes.  0 or -errno. */
 int write_all(int fd, const void *buf, size_t len);
+/* Open a log that a setting names (audit_log, egress_log) to append one
+ * line per write: the word "stderr" is a duplicate of this process's
+ * standard error (in a container, its log), anything else a file, created
+ * 0600, never through a symlink.  A descriptor (close-on-exec), or -1 and
+ * errno. */
+int log_open(const char *path);
 /* Read up to len bytes, retrying on EINTR; returns bytes read (0 at EOF) or -errno. */
 ssize_t read_some(int fd, void *buf, size_t len);
 

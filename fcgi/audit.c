@@ -70,9 +70,9 @@ void audit_call(const struct rpc_call *c, const struct audit_entry *e) {
   }
   reopen_requested = 0;
   if (fd < 0)
-    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    fd = log_open(path);
   /* One write per line with O_APPEND: lines of concurrent responders
-   * never interleave. */
+   * never interleave (on a pipe, lines of up to PIPE_BUF bytes). */
   if (fd >= 0 && write_all(fd, line, len + 1) < 0)
     fprintf(stderr, "audit: cannot write %s: %s\n", path, strerror(errno));
   pthread_mutex_unlock(&lock);

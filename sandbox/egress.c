@@ -496,7 +496,7 @@ static void audit_line(struct egress *e, const struct egress_conn *c) {
   cJSON_AddNumberToObject(o, "bytes_in", (double)c->in_bytes);
   cJSON_AddNumberToObject(o, "duration_ms", (double)(now_ms() - c->started));
   cleanup_free char *line = cJSON_PrintUnformatted(o);
-  cleanup_close int fd = open(e->cfg->egress_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  cleanup_close int fd = log_open(e->cfg->egress_log);
   if (line == NULL || fd < 0)
     return;
   size_t len = strlen(line);

@@ -95,7 +95,7 @@ static void audit(const struct hibernation *h, const struct sandbox_ctx *sb, con
     return;
   size_t len = strlen(line);
   line[len] = '\n'; /* one write of len + 1 bytes with O_APPEND: lines never interleave */
-  cleanup_close int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  cleanup_close int fd = log_open(path);
   if (fd < 0 || write_all(fd, line, len + 1) < 0)
     fprintf(stderr, "mcp-sandboxd %s: cannot write the audit log %s: %s\n", sb->id, path, strerror(errno));
 }

@@ -13,6 +13,47 @@ MCP_HOST="${MCP_HOST:-127.0.0.1}"
 MCP_PORT="${MCP_PORT:-8443}"
 MCP_TLS="${MCP_TLS:-on}"           # off: plain HTTP (Cloud Run terminates TLS)
 MCP_BUILD_DIR="${MCP_BUILD_DIR:-$MCP_ROOT/build}"
+# Where the logs go (README.md, "Logs"): files in <state>/logs (a host's
+# default), or stdout: the server's, nginx's and Squid's logs and the audit
+# and egress lines on this script's standard output, a container's log (the
+# image's default: Docker, Kubernetes and Cloud Run collect it, and nothing
+# grows in the state folder).
+MCP_LOGS="${MCP_LOGS:-files}"
+logs_to_stdout() { [ "$MCP_LOGS" = stdout ]; }
+check_logs_setting() {
+  case "$MCP_LOGS" in
+    files | stdout) ;;
+    *) die "MCP_LOGS must be files or stdout, not '$MCP_LOGS'" ;;
+  esac
+}
+# Where to look when a process failed: its log file, or this output.
+log_hint() { if logs_to_stdout; then printf 'the output above'; else printf '%s' "$1"; fi; }
+# Run a command in the background with its output appended to a log file
+# (or on this script's standard output): `logged FILE cmd... &`, so that $!
+# is the command's own pid.
+logged() {
+  local f="$1"
+  shift
+  if logs_to_stdout; then exec "$@" 2>&1; else exec "$@" >>"$f" 2>&1; fi
+}
+# nginx's logs in a rendered configuration: its files, or its standard
+# error, which start_nginx points at this script's standard output (nginx
+# keeps standard error when it becomes a daemon, not standard output).
+nginx_error_log() { if logs_to_stdout; then printf 'stderr'; else printf '%s' "$1"; fi; }
+nginx_access_log() { if logs_to_stdout; then printf '/dev/stderr'; else printf '%s' "$1"; fi; }
+nginx_stderr() { if logs_to_stdout; then printf 1; else printf 2; fi; }
+# The server's audit and egress logs: with MCP_LOGS=stdout, their default
+# files become the server's standard error (audit_log = stderr), unless
+# MCP_AUDIT_LOG, MCP_EGRESS_LOG or mcp.conf names them.
+export_log_settings() {
+  logs_to_stdout || return 0
+  if [ -z "${MCP_AUDIT_LOG+set}" ] && [ "$(config_text audit_log)" = "$MCP_STATE_DIR/logs/audit.log" ]; then
+    export MCP_AUDIT_LOG=stderr
+  fi
+  if [ -z "${MCP_EGRESS_LOG+set}" ] && [ "$(config_text egress_log)" = "$MCP_STATE_DIR/logs/egress.log" ]; then
+    export MCP_EGRESS_LOG=stderr
+  fi
+}
 # MCP_TOKENS (containers pass the bearer tokens in it) stays in this shell:
 # ensure_tokens writes it to the tokens file, and no child process (build,
 # nginx, the server and everything it starts) inherits it.
@@ -232,6 +273,8 @@ render_nginx() {
     -e "s|@NGINX_USER@|${MCP_NGINX_USER:-www-data}|g" -e "s|@NGINX_DAEMON@|${MCP_NGINX_DAEMON:-on}|g" \
     -e "s|@METRICS_PORT@|$(metrics_port)|g" -e "s|@METRICS_HOST@|${MCP_METRICS_HOST:-127.0.0.1}|g" \
     -e "s|@CELL_HEADER@|$cell_header|g" -e "s|@CELL@|$cell|g" \
+    -e "s|@ERROR_LOG@|$(nginx_error_log "$MCP_STATE_DIR/logs/nginx-error.log")|g" \
+    -e "s|@ACCESS_LOG@|$(nginx_access_log "$MCP_STATE_DIR/logs/nginx-access.log")|g" \
     "$MCP_ROOT/nginx/nginx.conf.in" >"$MCP_STATE_DIR/nginx/nginx.conf"
   cp "$MCP_ROOT/nginx/mcp-fastcgi.conf" "$MCP_STATE_DIR/nginx/mcp-fastcgi.conf"
   nginx -t -q -c "$MCP_STATE_DIR/nginx/nginx.conf" || die "nginx rejected the generated configuration"
@@ -337,11 +380,28 @@ render_squid() {
   sed -e "s|@LISTEN@|127.0.0.1:$(egress_port)|g" -e "s|@EGRESS_DIR@|$d|g" -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" \
     -e "s|@SQUID_USER@|$SQUID_USER|g" -e "s|@HOSTS_FILE@|${hosts:-/etc/hosts}|g" -e "s|@HELPER@|$helper|g" \
     -e "s|@NETWORKS@|$networks|g" -e "s|@UPSTREAM_CA@|$upstream|g" \
+    -e "s|@ACCESS_LOG@|$(squid_log access "stdio:$d/logs/access.log")|g" \
+    -e "s|@CACHE_LOG@|$(squid_log cache "$d/logs/cache.log")|g" \
     "$MCP_ROOT/egress/squid.conf.in" >"$d/squid.conf.tmp"
   chown "root:$SQUID_USER" "$d/squid.conf.tmp" && chmod 640 "$d/squid.conf.tmp" && mv "$d/squid.conf.tmp" "$d/squid.conf"
   install -d -m 750 -o "$SQUID_USER" -g "$SQUID_USER" "$d/logs"
   squid -k parse -f "$d/squid.conf" >"$d/logs/parse.log" 2>&1 ||
     { tail -n 20 "$d/logs/parse.log" >&2; die "squid rejected the generated configuration"; }
+}
+
+# Squid's logs: files, or (MCP_LOGS=stdout) its cache log on its standard
+# error, which start_squid points at this script's standard output, and no
+# access log: Squid opens that as its own user, who may not open the
+# container's output (root's pipe); the supervisors' egress log has a line
+# per connection.
+squid_log() {
+  if ! logs_to_stdout; then
+    printf '%s' "$2"
+  elif [ "$1" = access ]; then
+    printf 'none'
+  else
+    printf '/dev/stderr'
+  fi
 }
 
 start_squid() {
@@ -351,16 +411,15 @@ start_squid() {
   # The guard (egress/guard.c) refuses connections to private addresses
   # that egress_networks does not list, whatever the name resolved to.
   # No token reaches it either (as start_server).
-  env -u MCP_TOKENS LD_PRELOAD="$(install_dir)/libexec/mcp-sandbox/libmcpegressguard.so" \
-    MCP_EGRESS_NETWORKS="$(config_text egress_networks)" \
-    setsid squid -N -f "$d/squid.conf" >>"$d/logs/squid.log" 2>&1 </dev/null &
+  logged "$d/logs/squid.log" env -u MCP_TOKENS LD_PRELOAD="$(install_dir)/libexec/mcp-sandbox/libmcpegressguard.so" \
+    MCP_EGRESS_NETWORKS="$(config_text egress_networks)" setsid squid -N -f "$d/squid.conf" </dev/null &
   echo $! >"$d/squid.run.pid"
   for i in $(seq 1 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$(egress_port)") 2>/dev/null && return 0
-    pid_alive "$d/squid.run.pid" || die "squid exited; see $d/logs/squid.log and cache.log"
+    pid_alive "$d/squid.run.pid" || die "squid exited; see $(log_hint "$d/logs/squid.log and cache.log")"
     sleep 0.1
   done
-  die "squid did not listen on 127.0.0.1:$(egress_port); see $d/logs/cache.log"
+  die "squid did not listen on 127.0.0.1:$(egress_port); see $(log_hint "$d/logs/cache.log")"
 }
 
 stop_squid() {
@@ -411,24 +470,25 @@ start_server() {
   ensure_socket_group
   # No token reaches the server's processes (nor nginx, below): MCP_TOKENS
   # was written to the tokens file, and children would inherit it.
-  env -u MCP_TOKENS MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$rt/fcgi.sock" \
-    setsid "$(install_dir)/bin/mcp-server" >>"$MCP_STATE_DIR/logs/mcp-server.log" 2>&1 </dev/null &
+  local log="$MCP_STATE_DIR/logs/mcp-server.log"
+  logged "$log" env -u MCP_TOKENS MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$rt/fcgi.sock" \
+    setsid "$(install_dir)/bin/mcp-server" </dev/null &
   echo $! >"$pidf"
   local i
   for i in $(seq 1 100); do
     [ -S "$rt/fcgi.sock" ] && return 0
-    pid_alive "$pidf" || die "mcp-server exited; see $MCP_STATE_DIR/logs/mcp-server.log"
+    pid_alive "$pidf" || die "mcp-server exited; see $(log_hint "$log")"
     sleep 0.05
   done
-  die "mcp-server did not open its socket; see $MCP_STATE_DIR/logs/mcp-server.log"
+  die "mcp-server did not open its socket; see $(log_hint "$log")"
 }
 
 start_nginx() {
   local rt
   rt="$(runtime_dir)"
   pid_alive "$rt/nginx.pid" && die "nginx for this state folder already runs; scripts/stop first"
-  env -u MCP_TOKENS nginx -c "$MCP_STATE_DIR/nginx/nginx.conf" ||
-    die "nginx did not start; see $MCP_STATE_DIR/logs/nginx-error.log"
+  env -u MCP_TOKENS nginx -c "$MCP_STATE_DIR/nginx/nginx.conf" 2>&"$(nginx_stderr)" ||
+    die "nginx did not start; see $(log_hint "$MCP_STATE_DIR/logs/nginx-error.log")"
 }
 
 # Wait until an authenticated initialize answers 200.
@@ -445,7 +505,7 @@ wait_ready() {
     [ "$code" = 400 ] && return 0
     sleep 0.1
   done
-  die "the endpoint $url did not answer; see $MCP_STATE_DIR/logs/"
+  die "the endpoint $url did not answer; see $(log_hint "$MCP_STATE_DIR/logs/")"
 }
 
 write_endpoint_env() {
@@ -477,7 +537,7 @@ mcp-sandbox is running.
   CA file:      $MCP_STATE_DIR/tls/ca.pem (clients must trust it: NODE_EXTRA_CA_CERTS=...)
   metrics:      $(metrics_url) (loopback only)
   settings:     $MCP_STATE_DIR/endpoint.env (root only: it holds the token)
-  logs:         $MCP_STATE_DIR/logs/
+  logs:         $(if logs_to_stdout; then printf 'this output (MCP_LOGS=stdout)'; else printf '%s' "$MCP_STATE_DIR/logs/"; fi)
 
 Effective configuration:
 $(env -u MCP_TOKENS MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$(runtime_dir)/fcgi.sock" \

@@ -10,12 +10,14 @@
 // cell i's plain-HTTP MCP port is + 10 + i and its /cell + 30 + i),
 // MCP_CLUSTER_SCRIPT (scripts/cluster, which it runs to kill, stop, start
 // and add cells) and what scripts/cluster needs (MCP_CLUSTER_DIR).
-// The tests run in order and share the cluster: spread, owners, forwarding,
-// a killed cell, a drained cell, the load with a cell killed and started
+// The tests run in order and share the cluster: spread, owners, the logs,
+// forwarding, a killed cell, a drained cell, the load with a cell killed and started
 // during it, then a fourth cell.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -179,6 +181,50 @@ test('every request of a session reaches the cell that owns it', opts, async () 
   assert.ok(named.length >= pool.length * 2, 'responses were recorded');
   assert.deepEqual(misrouted(), [], 'no response came from another cell');
   assert.ok(named.every((x) => x.cell === ownerOf(x.id)), 'every response names its owner');
+});
+
+test("a cell's and the router's logs are their containers' output (the image's MCP_LOGS=stdout), and none is a file in their state folders", opts, async () => {
+  const s = pool.find((x) => x.era === '2025');
+  const cell = ownerOf(s.id);
+  const code = `print(${JSON.stringify(`log-${randomToken()}`)})`;
+  const r = await py(s, code);
+  assert.ok(!r.isError, JSON.stringify(r.content));
+  const sha = createHash('sha256').update(code).digest('hex');
+  const accessLine = (log) => log.split('\n').find((l) => l.includes('"POST /mcp" 200 ') && l.includes(` session=${s.id} `));
+  let cellLog = '';
+  let routerLog = '';
+  for (let i = 0; i < 40 && !(cellLog.includes(sha) && accessLine(cellLog) && accessLine(routerLog)); i++) {
+    if (i > 0) await sleep(250);
+    cellLog = await cluster('logs', cell);
+    routerLog = await cluster('logs', 'router');
+  }
+  // The audit line of the call (common/util.h: log_open, audit_log = stderr).
+  const audit = cellLog
+    .split('\n')
+    .filter((l) => l.startsWith('{"time":'))
+    .map((l) => JSON.parse(l))
+    .find((e) => e.code_sha256 === sha);
+  assert.ok(audit, `the call's audit line is in ${cell}'s log`);
+  assert.equal(audit.session_id, s.id);
+  assert.equal(audit.tool, 'execute_python');
+  assert.equal(audit.outcome, 'ok');
+  assert.equal(audit.token, 'default', 'the token by its name');
+  // nginx's access lines, the cell's and the router's (which names the cell it chose).
+  assert.match(accessLine(cellLog) || '', /token=default /, `${cell}'s nginx access line`);
+  assert.match(accessLine(routerLog) || '', /upstream=\S+:8080 upstream_status=200 /, "the router's access line");
+  assert.match(cellLog, /mcp-sandbox is running\./, "scripts/run's summary");
+  assert.match(cellLog, /logs: +this output \(MCP_LOGS=stdout\)/, 'which says where the logs are');
+  assert.ok(!cellLog.includes(MCP_TOKEN) && !routerLog.includes(MCP_TOKEN), 'no log names the token');
+  // Nothing of it is written in the state folders (volumes: on Cloud Run, memory).
+  const dir = process.env.MCP_CLUSTER_DIR;
+  assert.ok(dir, 'MCP_CLUSTER_DIR is set (scripts/test)');
+  for (const [folder, names] of [
+    [`${dir}/cells/${cell}/logs`, ['audit.log', 'egress.log', 'mcp-server.log', 'nginx-access.log', 'nginx-error.log']],
+    [`${dir}/router/logs`, ['router-access.log', 'router-error.log']],
+  ]) {
+    const present = existsSync(folder) ? readdirSync(folder) : [];
+    for (const n of names) assert.ok(!present.includes(n), `no ${folder}/${n} (found: ${present.join(' ')})`);
+  }
 });
 
 test('a handle or session sent to another cell, or without a routing header the router can read, is forwarded to its owner', opts, async () => {

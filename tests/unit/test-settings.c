@@ -222,6 +222,27 @@ static void load_tests(void) {
   is_str(err ? mcp_error_public(err) : NULL, "configuration key state_dir must be an absolute path", "with a sentence");
   mcp_error_release(&err);
 
+  /* The logs: a file by its absolute path, stderr (a container's log) or
+   * none; a relative path would name a different file for each process. */
+  write_text("bad.conf", "audit_log = logs/audit.log\n");
+  ok(config_load(&c, &err) < 0, "a relative audit_log fails");
+  is_str(err ? mcp_error_public(err) : NULL,
+         "configuration key audit_log must be an absolute path, stderr or empty (none)", "with a sentence");
+  mcp_error_release(&err);
+  write_text("bad.conf", "egress_log = egress.log\n");
+  ok(config_load(&c, &err) < 0, "a relative egress_log fails");
+  is_str(err ? mcp_error_public(err) : NULL,
+         "configuration key egress_log must be an absolute path, stderr or empty (none)", "with a sentence");
+  mcp_error_release(&err);
+  write_text("bad.conf", "audit_log = stderr\negress_log =\n");
+  ok(config_load(&c, &err) == 0, "audit_log stderr and an empty egress_log load");
+  is_str(c.audit_log, "stderr", "audit_log stays the word stderr");
+  is_str(c.egress_log, "", "egress_log stays empty");
+  mcp_error_release(&err);
+  write_text("bad.conf", "audit_log = /var/log/mcp/audit.log\n");
+  ok(config_load(&c, &err) == 0, "an absolute audit_log loads");
+  mcp_error_release(&err);
+
   snprintf(path, sizeof(path), "%s/missing.conf", tmp);
   setenv("MCP_CONFIG", path, 1);
   ok(config_load(&c, &err) < 0, "a missing MCP_CONFIG file fails");

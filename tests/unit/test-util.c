@@ -127,6 +127,62 @@ static void write_tests(void) {
   ok(b.data == NULL && b.len == 0, "buf_free empties");
 }
 
+/* log_open: the audit and egress logs, as a file or standard error. */
+static void log_tests(void) {
+  char path[1200], line[64];
+  snprintf(path, sizeof(path), "%s/audit.log", tmp);
+  mode_t old = umask(0);
+  for (int i = 0; i < 2; i++) {
+    int fd = log_open(path);
+    snprintf(line, sizeof(line), "{\"n\":%d}\n", i);
+    ok(fd >= 0 && write_all(fd, line, strlen(line)) == 0, "a file log takes line %d", i);
+    if (fd >= 0)
+      close(fd);
+  }
+  umask(old);
+  char *text = NULL;
+  mcp_error_t err = NULL;
+  read_file_at(tmp_fd, "audit.log", 100, &text, NULL, &err);
+  is_str(text, "{\"n\":0}\n{\"n\":1}\n", "lines are appended, not overwritten");
+  free(text);
+  struct stat st;
+  ok(fstatat(tmp_fd, "audit.log", &st, 0) == 0 && (st.st_mode & 0777) == 0600, "created 0600 whatever the umask");
+  if (symlinkat("audit.log", tmp_fd, "link.log") < 0)
+    bail_out("symlink");
+  snprintf(path, sizeof(path), "%s/link.log", tmp);
+  errno = 0;
+  int fd = log_open(path);
+  ok(fd < 0 && errno == ELOOP, "never through a symlink");
+  if (fd >= 0)
+    close(fd);
+
+  /* "stderr": this process's standard error, here a pipe. */
+  int p[2];
+  if (pipe(p) < 0)
+    bail_out("pipe");
+  int saved = dup(STDERR_FILENO);
+  if (saved < 0 || dup2(p[1], STDERR_FILENO) < 0)
+    bail_out("dup2");
+  close(p[1]);
+  fd = log_open("stderr");
+  bool wrote = fd > STDERR_FILENO && write_all(fd, "{\"to\":\"stderr\"}\n", 17) == 0;
+  int flags = fd >= 0 ? fcntl(fd, F_GETFD) : 0;
+  if (fd >= 0)
+    close(fd);
+  if (dup2(saved, STDERR_FILENO) < 0)
+    bail_out("dup2 back");
+  close(saved);
+  ok(wrote, "stderr opens a descriptor of its own, which takes a line");
+  ok(flags & FD_CLOEXEC, "close-on-exec, as a file's");
+  char got[64] = "";
+  ssize_t n = read(p[0], got, sizeof(got) - 1);
+  got[n > 0 ? n : 0] = '\0';
+  close(p[0]);
+  is_str(got, "{\"to\":\"stderr\"}\n", "the line reached standard error");
+  ok(fstat(STDERR_FILENO, &st) == 0, "standard error is still open after the log's descriptor closed");
+  ok(faccessat(AT_FDCWD, "stderr", F_OK, AT_SYMLINK_NOFOLLOW) < 0, "and no file named stderr was made here");
+}
+
 /* Build a tree as sandboxed code could leave it: links out of it, folders
  * without any permission, deep nesting.  Returns 0 when all is built. */
 static int hostile_tree(int parent, const char *name, int depth, bool locked) {
@@ -235,6 +291,7 @@ int main(void) {
   id_tests();
   read_tests();
   write_tests();
+  log_tests();
   remove_tests();
   close(tmp_fd);
   /* Whatever a failed removal left: the shell's rm as root, or ours. */
