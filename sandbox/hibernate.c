@@ -94,7 +94,7 @@ static void audit(const struct hibernation *h, const struct sandbox_ctx *sb, con
   if (line == NULL)
     return;
   size_t len = strlen(line);
-  line[len] = '\n'; /* one write of len + 1 bytes with O_APPEND: lines never interleave */
+  line[len] = '\n'; /* one write of len + 1 bytes with O_APPEND: lines never interleave (on a pipe, up to PIPE_BUF) */
   cleanup_close int fd = log_open(path);
   if (fd < 0 || write_all(fd, line, len + 1) < 0)
     fprintf(stderr, "mcp-sandboxd %s: cannot write the audit log %s: %s\n", sb->id, path, strerror(errno));
