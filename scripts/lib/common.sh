@@ -26,8 +26,11 @@ check_logs_setting() {
     *) die "MCP_LOGS must be files or stdout, not '$MCP_LOGS'" ;;
   esac
 }
+# A log's destination as a configuration or message names it: the file
+# ($1), or with MCP_LOGS=stdout what stands for this script's output ($2).
+log_dest() { if logs_to_stdout; then printf '%s' "$2"; else printf '%s' "$1"; fi; }
 # Where to look when a process failed: its log file, or this output.
-log_hint() { if logs_to_stdout; then printf 'the output above'; else printf '%s' "$1"; fi; }
+log_hint() { log_dest "$1" 'the output above'; }
 # Run a command in the background with its output appended to a log file
 # (or on this script's standard output): `logged FILE cmd... &`, so that $!
 # is the command's own pid.
@@ -36,12 +39,6 @@ logged() {
   shift
   if logs_to_stdout; then exec "$@" 2>&1; else exec "$@" >>"$f" 2>&1; fi
 }
-# nginx's logs in a rendered configuration: its files, or its standard
-# error, which start_nginx points at this script's standard output (nginx
-# keeps standard error when it becomes a daemon, not standard output).
-nginx_error_log() { if logs_to_stdout; then printf 'stderr'; else printf '%s' "$1"; fi; }
-nginx_access_log() { if logs_to_stdout; then printf '/dev/stderr'; else printf '%s' "$1"; fi; }
-nginx_stderr() { if logs_to_stdout; then printf 1; else printf 2; fi; }
 # The server's audit and egress logs: with MCP_LOGS=stdout, their default
 # files become the server's standard error (audit_log = stderr), unless
 # MCP_AUDIT_LOG, MCP_EGRESS_LOG or mcp.conf names them.
@@ -268,13 +265,16 @@ render_nginx() {
   [ -z "$cell" ] || cell_header="add_header Mcp-Cell $cell always;"
   render_token_map
   render_cells_map
+  # MCP_LOGS=stdout: nginx logs to its standard error, which start_nginx
+  # points at this script's output (a daemon nginx keeps standard error,
+  # not standard output).
   sed -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" -e "s|@RUNTIME_DIR@|$rt|g" -e "s|@LISTEN@|$listen|g" \
     -e "s|@TLS_CONFIG@|$tls|g" -e "s|@MAX_BODY@|$max_body|g" -e "s|@FCGI_SOCKET@|$rt/fcgi.sock|g" \
     -e "s|@NGINX_USER@|${MCP_NGINX_USER:-www-data}|g" -e "s|@NGINX_DAEMON@|${MCP_NGINX_DAEMON:-on}|g" \
     -e "s|@METRICS_PORT@|$(metrics_port)|g" -e "s|@METRICS_HOST@|${MCP_METRICS_HOST:-127.0.0.1}|g" \
     -e "s|@CELL_HEADER@|$cell_header|g" -e "s|@CELL@|$cell|g" \
-    -e "s|@ERROR_LOG@|$(nginx_error_log "$MCP_STATE_DIR/logs/nginx-error.log")|g" \
-    -e "s|@ACCESS_LOG@|$(nginx_access_log "$MCP_STATE_DIR/logs/nginx-access.log")|g" \
+    -e "s|@ERROR_LOG@|$(log_dest "$MCP_STATE_DIR/logs/nginx-error.log" stderr)|g" \
+    -e "s|@ACCESS_LOG@|$(log_dest "$MCP_STATE_DIR/logs/nginx-access.log" /dev/stderr)|g" \
     "$MCP_ROOT/nginx/nginx.conf.in" >"$MCP_STATE_DIR/nginx/nginx.conf"
   cp "$MCP_ROOT/nginx/mcp-fastcgi.conf" "$MCP_STATE_DIR/nginx/mcp-fastcgi.conf"
   nginx -t -q -c "$MCP_STATE_DIR/nginx/nginx.conf" || die "nginx rejected the generated configuration"
@@ -377,31 +377,20 @@ render_squid() {
   render_squid_credentials "$(config_text egress_credentials)"
   [ -n "$networks" ] || networks='"/dev/null"'
   [ -z "$upstream" ] || upstream="tls_outgoing_options cafile=$upstream"
+  # MCP_LOGS=stdout: the cache log on Squid's standard error (start_squid
+  # points it at this script's output) and no access log: Squid opens that
+  # as its own user, who may not open root's pipe (it exits then); the
+  # supervisors' egress log has a line per connection.
   sed -e "s|@LISTEN@|127.0.0.1:$(egress_port)|g" -e "s|@EGRESS_DIR@|$d|g" -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" \
     -e "s|@SQUID_USER@|$SQUID_USER|g" -e "s|@HOSTS_FILE@|${hosts:-/etc/hosts}|g" -e "s|@HELPER@|$helper|g" \
     -e "s|@NETWORKS@|$networks|g" -e "s|@UPSTREAM_CA@|$upstream|g" \
-    -e "s|@ACCESS_LOG@|$(squid_log access "stdio:$d/logs/access.log")|g" \
-    -e "s|@CACHE_LOG@|$(squid_log cache "$d/logs/cache.log")|g" \
+    -e "s|@ACCESS_LOG@|$(log_dest "stdio:$d/logs/access.log" none)|g" \
+    -e "s|@CACHE_LOG@|$(log_dest "$d/logs/cache.log" /dev/stderr)|g" \
     "$MCP_ROOT/egress/squid.conf.in" >"$d/squid.conf.tmp"
   chown "root:$SQUID_USER" "$d/squid.conf.tmp" && chmod 640 "$d/squid.conf.tmp" && mv "$d/squid.conf.tmp" "$d/squid.conf"
   install -d -m 750 -o "$SQUID_USER" -g "$SQUID_USER" "$d/logs"
   squid -k parse -f "$d/squid.conf" >"$d/logs/parse.log" 2>&1 ||
     { tail -n 20 "$d/logs/parse.log" >&2; die "squid rejected the generated configuration"; }
-}
-
-# Squid's logs: files, or (MCP_LOGS=stdout) its cache log on its standard
-# error, which start_squid points at this script's standard output, and no
-# access log: Squid opens that as its own user, who may not open the
-# container's output (root's pipe); the supervisors' egress log has a line
-# per connection.
-squid_log() {
-  if ! logs_to_stdout; then
-    printf '%s' "$2"
-  elif [ "$1" = access ]; then
-    printf 'none'
-  else
-    printf '/dev/stderr'
-  fi
 }
 
 start_squid() {
@@ -487,7 +476,7 @@ start_nginx() {
   local rt
   rt="$(runtime_dir)"
   pid_alive "$rt/nginx.pid" && die "nginx for this state folder already runs; scripts/stop first"
-  env -u MCP_TOKENS nginx -c "$MCP_STATE_DIR/nginx/nginx.conf" 2>&"$(nginx_stderr)" ||
+  env -u MCP_TOKENS nginx -c "$MCP_STATE_DIR/nginx/nginx.conf" 2>&"$(log_dest 2 1)" ||
     die "nginx did not start; see $(log_hint "$MCP_STATE_DIR/logs/nginx-error.log")"
 }
 
@@ -537,7 +526,7 @@ mcp-sandbox is running.
   CA file:      $MCP_STATE_DIR/tls/ca.pem (clients must trust it: NODE_EXTRA_CA_CERTS=...)
   metrics:      $(metrics_url) (loopback only)
   settings:     $MCP_STATE_DIR/endpoint.env (root only: it holds the token)
-  logs:         $(if logs_to_stdout; then printf 'this output (MCP_LOGS=stdout)'; else printf '%s' "$MCP_STATE_DIR/logs/"; fi)
+  logs:         $(log_dest "$MCP_STATE_DIR/logs/" 'this output (MCP_LOGS=stdout)')
 
 Effective configuration:
 $(env -u MCP_TOKENS MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$(runtime_dir)/fcgi.sock" \
