@@ -68,8 +68,10 @@ int forward_route(struct mcp_ctx *ctx, const struct http_request *req, struct ht
   if (req->forwarded_by != NULL && *req->forwarded_by != '\0')
     return misrouted(cfg, req, sink, owner);
   char location[CELL_NAME_MAX + 64];
-  snprintf(location, sizeof(location), "X-Accel-Redirect: /.mcp-forward/%s/%s", owner,
-           req->method != NULL && strcmp(req->method, "DELETE") == 0 ? "DELETE" : "POST");
+  const char *method = req->method != NULL && (strcmp(req->method, "DELETE") == 0 || strcmp(req->method, "GET") == 0)
+                           ? req->method
+                           : "POST";
+  snprintf(location, sizeof(location), "X-Accel-Redirect: /.mcp-forward/%s/%s", owner, method);
   const char *headers[] = {location, NULL};
   cell_forwarded();
   http_send(sink, 200, NULL, headers, NULL, 0);

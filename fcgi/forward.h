@@ -28,7 +28,7 @@
 #include "fcgi/http.h"
 #include "fcgi/rpc.h"
 
-/* POST (msg: the parsed body) or DELETE (msg NULL): 1 when the request was
+/* POST (msg: the parsed body), DELETE or GET (msg NULL): 1 when the request was
  * answered here (forwarded, or misrouted), 0 when this cell serves it. */
 int forward_route(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink, const cJSON *msg);
 /* tools/call of either era: refused with 503 and Retry-After while the cell

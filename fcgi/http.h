@@ -18,6 +18,7 @@ struct http_request {
   const char *host;             /* HTTP_HOST */
   const char *session_id;       /* HTTP_MCP_SESSION_ID */
   const char *protocol_version; /* HTTP_MCP_PROTOCOL_VERSION */
+  const char *last_event_id;    /* HTTP_LAST_EVENT_ID: a GET that resumes a stream */
   /* 2026-07-28: the method, the name (tool, resource URI) and the
    * `sandbox` argument mirrored from the body (modern.c checks them). */
   const char *mcp_method;    /* HTTP_MCP_METHOD */

@@ -470,12 +470,26 @@ static int handle_delete(struct mcp_ctx *ctx, const struct http_request *req, st
 }
 
 static int handle_get(struct mcp_ctx *ctx, const struct http_request *req, struct http_sink *sink) {
-  (void)ctx;
   if (modern_by_headers(req))
     return modern_not_allowed(sink);
   if (!http_accepts(req->accept, "text/event-stream"))
     return send_rpc_error(sink, 406, NULL, RPC_INVALID_REQUEST,
                           "Not Acceptable: Accept must include text/event-stream");
+  /* A client whose stream of a call broke comes back for its answer. */
+  if (req->last_event_id != NULL && *req->last_event_id != '\0') {
+    if (forward_route(ctx, req, sink, NULL))
+      return 0;
+    struct session s;
+    if (open_session(ctx, req, sink, NULL, &s) < 0)
+      return 0;
+    /* As long as a call may take (tools.c), the responder's bound too. */
+    int64_t wait_ms = call_budget_max_s(ctx->cfg) * 1000;
+    http_set_deadline(sink, now_ms() + wait_ms + 10000);
+    const char *why = NULL;
+    int status = stream_resume(s.dirfd, req->last_event_id, sink, wait_ms, &why);
+    session_close(&s);
+    return status == 0 ? 0 : send_rpc_error(sink, status, NULL, RPC_INVALID_REQUEST, why);
+  }
   /* No server-initiated messages exist in this server: every notification
    * belongs to a request and travels on that request's stream. */
   static const char *const allow[] = {"Allow: POST, DELETE", NULL};

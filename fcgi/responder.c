@@ -185,6 +185,7 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
       .host = FCGX_GetParam("HTTP_HOST", r->envp),
       .session_id = FCGX_GetParam("HTTP_MCP_SESSION_ID", r->envp),
       .protocol_version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", r->envp),
+      .last_event_id = FCGX_GetParam("HTTP_LAST_EVENT_ID", r->envp),
       .mcp_method = FCGX_GetParam("HTTP_MCP_METHOD", r->envp),
       .mcp_name = FCGX_GetParam("HTTP_MCP_NAME", r->envp),
       .param_sandbox = FCGX_GetParam("HTTP_MCP_PARAM_SANDBOX", r->envp),

@@ -40,6 +40,13 @@ int sse_begin_with(struct sse *s, struct http_sink *sink, bool priming, const ch
   return put(s, ev, (size_t)n);
 }
 
+int sse_resume(struct sse *s, struct http_sink *sink, const char *prefix, unsigned next) {
+  int r = sse_begin_with(s, sink, false, NULL);
+  snprintf(s->prefix, sizeof(s->prefix), "%s", prefix);
+  s->next = next;
+  return r;
+}
+
 int sse_begin_modern(struct sse *s, struct http_sink *sink) {
   int r = sse_begin_with(s, sink, false, NULL);
   s->no_ids = true;

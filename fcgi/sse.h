@@ -26,6 +26,9 @@ int sse_begin(struct sse *s, struct http_sink *sink, bool priming);
 int sse_begin_with(struct sse *s, struct http_sink *sink, bool priming, const char *const *extra);
 /* 2026-07-28: the head and a comment; events without ids, no priming. */
 int sse_begin_modern(struct sse *s, struct http_sink *sink);
+/* A resumed stream (a GET with Last-Event-ID): the head, then events
+ * whose ids go on from next under the stream's own prefix. */
+int sse_resume(struct sse *s, struct http_sink *sink, const char *prefix, unsigned next);
 /* A comment line (":"): keeps intermediaries and clients from timing out. */
 int sse_keepalive(struct sse *s);
 /* One JSON-RPC message as an event. */

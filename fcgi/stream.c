@@ -6,8 +6,14 @@
 
 #include "fcgi/stream.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "fcgi/json_scan.h"
@@ -43,8 +49,162 @@ static int session_log_level(int dirfd) {
   return log_level_index(text);
 }
 
+/* ---- a stream's record (see stream.h) ----
+ * streams/<prefix>: the request id as JSON on the first line, written
+ * once the record is locked; the response message on the second, written
+ * when the call is over and its stream could not deliver it, before the
+ * lock goes. */
+
+#define RECORD_MAX ((off_t)1 << 30)
+#define RESUME_POLL_MS 200
+#define LOST_MESSAGE                                                                                                   \
+  "The stream of this call was lost: the process that served it ended (a restart or a crash) before the call "         \
+  "answered. The call may have run in part; nothing of its result was kept. Call again."
+
+static void record_path(const char *prefix, char out[40]) { snprintf(out, 40, STREAMS_DIR "/%.20s", prefix); }
+
+static void record_open(struct call_stream *cs) {
+  struct rpc_call *c = cs->c;
+  if (c->session == NULL || c->id == NULL || !cs->sse.started || cs->sse.broken)
+    return;
+  char path[40];
+  record_path(cs->sse.prefix, path);
+  if (mkdirat(c->session->dirfd, STREAMS_DIR, 0700) < 0 && errno != EEXIST)
+    return;
+  int fd = openat(c->session->dirfd, path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return;
+  cleanup_free char *id = cJSON_PrintUnformatted(c->id);
+  if (flock(fd, LOCK_EX) < 0 || id == NULL || write_all(fd, id, strlen(id)) < 0 || write_all(fd, "\n", 1) < 0) {
+    unlinkat(c->session->dirfd, path, 0);
+    close(fd);
+    return;
+  }
+  cs->record_fd = fd;
+}
+
+/* The call is over.  Delivered (or cancelled: msg NULL), the record goes;
+ * else the response goes into it, for a client that resumes.  Then the
+ * lock goes.  A client that came back before this stream failed finds no
+ * response in it, as for a call whose responder died: an error, never a
+ * wrong answer. */
+static void record_close(struct call_stream *cs, const cJSON *msg, bool delivered) {
+  if (cs->record_fd < 0)
+    return;
+  cleanup_free char *json = msg != NULL && !delivered ? cJSON_PrintUnformatted(msg) : NULL;
+  if (json == NULL || write_all(cs->record_fd, json, strlen(json)) < 0 || write_all(cs->record_fd, "\n", 1) < 0) {
+    char path[40];
+    record_path(cs->sse.prefix, path);
+    unlinkat(cs->c->session->dirfd, path, 0);
+  }
+  close(cs->record_fd);
+  cs->record_fd = -1;
+}
+
+/* "<12 hex>-<n>", as sse.c makes them: the prefix and n. */
+static bool event_id_parse(const char *id, char prefix[13], unsigned *n) {
+  if (id == NULL || strlen(id) < 14 || strlen(id) > 23 || id[12] != '-')
+    return false;
+  for (int i = 0; i < 12; i++)
+    if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+      return false;
+  char *end = NULL;
+  errno = 0;
+  unsigned long v = strtoul(id + 13, &end, 10);
+  if (id[13] < '0' || id[13] > '9' || *end != '\0' || errno != 0 || v >= 1000000u)
+    return false;
+  memcpy(prefix, id, 12);
+  prefix[12] = '\0';
+  *n = (unsigned)v;
+  return true;
+}
+
+/* The record as read under a shared lock: its request id, and its
+ * response when there is one.  false: no whole first line yet (its
+ * responder has just made it, or died making it). */
+static bool record_read(int fd, cJSON **id, cJSON **response) {
+  *id = *response = NULL;
+  struct stat sb;
+  if (fstat(fd, &sb) < 0 || sb.st_size <= 0 || sb.st_size > RECORD_MAX)
+    return false;
+  cleanup_free char *text = malloc((size_t)sb.st_size + 1);
+  if (text == NULL || pread(fd, text, (size_t)sb.st_size, 0) != sb.st_size)
+    return false;
+  text[sb.st_size] = '\0';
+  char *nl = strchr(text, '\n');
+  if (nl == NULL)
+    return false;
+  *nl = '\0';
+  *id = cJSON_Parse(text);
+  char *second = nl + 1, *end = strchr(second, '\n');
+  if (end != NULL) {
+    *end = '\0';
+    *response = cJSON_Parse(second);
+  }
+  return *id != NULL;
+}
+
+static cJSON *lost_response(const cJSON *id) {
+  cJSON *msg = cJSON_CreateObject();
+  cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
+  cJSON_AddItemToObject(msg, "id", cJSON_Duplicate(id, true));
+  cJSON *e = cJSON_AddObjectToObject(msg, "error");
+  cJSON_AddNumberToObject(e, "code", RPC_INTERNAL_ERROR);
+  cJSON_AddStringToObject(e, "message", LOST_MESSAGE);
+  return msg;
+}
+
+int stream_resume(int session_dirfd, const char *last_event_id, struct http_sink *sink, int64_t wait_ms,
+                  const char **why) {
+  char prefix[13], path[40];
+  unsigned n = 0;
+  if (!event_id_parse(last_event_id, prefix, &n)) {
+    *why = "Bad Request: Last-Event-ID is not an event id of this server's streams";
+    return 400;
+  }
+  record_path(prefix, path);
+  cleanup_close int fd = openat(session_dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    *why = "Not Found: no stream to resume by this Last-Event-ID in this session (its answer was delivered, or the "
+           "session has none by that id)";
+    return 404;
+  }
+  struct sse sse = {0};
+  cleanup_cjson cJSON *id = NULL;
+  cleanup_cjson cJSON *response = NULL;
+  int64_t deadline = now_ms() + wait_ms, half_made_until = now_ms() + 2000;
+  for (;;) {
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+      if (record_read(fd, &id, &response))
+        break;
+      flock(fd, LOCK_UN);
+      if (now_ms() > half_made_until) {
+        *why = "Not Found: the stream by this Last-Event-ID has no record to resume from";
+        return 404;
+      }
+    } else if (errno != EWOULDBLOCK && errno != EINTR) {
+      *why = "Not Found: the stream by this Last-Event-ID cannot be read";
+      return 404;
+    }
+    /* The call runs: the stream stays open (a comment now and then shows
+     * whether the client is still there) until its answer. */
+    if (!sse.started && sse_resume(&sse, sink, prefix, n + 1) < 0)
+      return 0;
+    if (sse.broken || (sse_keepalive(&sse) < 0) || now_ms() > deadline)
+      return 0; /* gone, or past the wait: the record stays for another try */
+    usleep(RESUME_POLL_MS * 1000);
+  }
+  if (!sse.started && sse_resume(&sse, sink, prefix, n + 1) < 0)
+    return 0;
+  cleanup_cjson cJSON *lost = response == NULL ? lost_response(id) : NULL;
+  if (sse_send(&sse, response != NULL ? response : lost) == 0 && !sse.broken)
+    unlinkat(session_dirfd, path, 0);
+  return 0;
+}
+
 void call_stream_init(struct call_stream *cs, struct rpc_call *c, int timeout_s) {
   memset(cs, 0, sizeof(*cs));
+  cs->record_fd = -1;
   cs->c = c;
   cs->timeout_s = timeout_s;
   const cJSON *meta = cJSON_GetObjectItemCaseSensitive(c->params, "_meta");
@@ -63,6 +223,7 @@ void call_stream_init(struct call_stream *cs, struct rpc_call *c, int timeout_s)
   const char *v = c->http->protocol_version;
   bool priming = v != NULL && strcmp(v, "2025-11-25") >= 0;
   sse_begin(&cs->sse, c->sink, priming);
+  record_open(cs);
 }
 
 static void notify(struct call_stream *cs, const char *method, cJSON *params) {
@@ -187,7 +348,9 @@ int call_stream_finish(struct call_stream *cs, bool cancelled) {
     return 0;
   }
   /* A cancelled request gets no response: the stream just ends. */
-  if (!cancelled) {
+  if (cancelled)
+    record_close(cs, NULL, false);
+  else {
     cleanup_cjson cJSON *msg = cJSON_CreateObject();
     cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
     cJSON_AddItemToObject(msg, "id", rpc_id_copy(c->id));
@@ -198,7 +361,8 @@ int call_stream_finish(struct call_stream *cs, bool cancelled) {
       cJSON_AddNumberToObject(e, "code", c->error_code ? c->error_code : RPC_INTERNAL_ERROR);
       cJSON_AddStringToObject(e, "message", c->error_message[0] ? c->error_message : "Internal error");
     }
-    sse_send(&cs->sse, msg);
+    bool delivered = sse_send(&cs->sse, msg) == 0 && !cs->sse.broken && !http_peer_gone(c->sink);
+    record_close(cs, msg, delivered);
   }
   return 1; /* answered on the stream */
 }

@@ -4,7 +4,17 @@
  * alive about once a second, progress messages carry the newest output
  * line, and a client that goes away (a failed write, or its connection
  * closed) cancels the call: every process of it is killed and nothing more
- * is sent. */
+ * is sent.
+ *
+ * A 2025 stream resumes (the transport's resumability): each has a record,
+ * streams/<prefix> in the session's folder, that its responder holds
+ * locked while the call runs and removes once the answer is delivered, or
+ * leaves holding the answer when its stream broke, so that a
+ * client whose stream broke (a proxy's timeout, a cell or responder that
+ * died) and that comes back with GET and Last-Event-ID gets the answer:
+ * once the call is over, or at once when it is.  A record left unlocked
+ * without a response is a call whose responder died: the client gets an
+ * error for its request rather than waiting for its own timeout. */
 #ifndef MCP_STREAM_H
 #define MCP_STREAM_H
 
@@ -27,7 +37,10 @@ struct call_stream {
   bool cancelled;        /* modern: the client went away and the call was cancelled */
   char last_output[256]; /* modern: the newest whole output line, for progress messages */
   struct buf line[2];    /* partial stdout and stderr lines */
+  int record_fd;         /* the stream's record, locked; -1: none */
 };
+
+#define STREAMS_DIR "streams"
 
 /* Decide how to answer; when the client accepts SSE, send the head now. */
 void call_stream_init(struct call_stream *cs, struct rpc_call *c, int timeout_s);
@@ -36,6 +49,15 @@ void call_stream_event(void *opaque, int type, const char *data, size_t len);
 /* Send c->result (or its error) on the stream; nothing when cancelled.
  * Returns 1 when answered on the stream, 0 or -1 (rpc error) otherwise. */
 int call_stream_finish(struct call_stream *cs, bool cancelled);
+
+/* A GET with Last-Event-ID on a session's folder: the stream it names
+ * answered (the call's response, once the call is over; an error for its
+ * request when the call's responder died), waiting up to wait_ms while
+ * the call runs.  0 when answered; else an HTTP status (400: not an event
+ * id of ours, 404: no such stream in this session) with *why set and
+ * nothing sent. */
+int stream_resume(int session_dirfd, const char *last_event_id, struct http_sink *sink, int64_t wait_ms,
+                  const char **why);
 
 /* logging/setLevel: the session's level for notifications/message. */
 int logging_set_level(struct rpc_call *c);

@@ -406,6 +406,11 @@ static void call_result_to_client(struct rpc_call *c, const struct lang *lang, c
     res->files_bytes = results_add_outputs(c);
 }
 
+int64_t call_budget_max_s(const struct mcp_config *cfg) {
+  return (int64_t)cfg->busy_wait + cfg->ready_wait + cfg->timeout_max + cfg->capacity_wait + CALL_SLACK_S +
+         RESULT_GRACE_S + cfg->interrupt_grace + cfg->package_timeout;
+}
+
 static int execute(struct rpc_call *c, const struct lang *lang, const struct code_args *ca, int64_t started) {
   /* The responder may spend this long on the call; past it, a client that
    * has not taken its answer is cut off (responder.c's watchdog). */

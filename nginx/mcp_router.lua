@@ -33,6 +33,8 @@ local cfg = { entries = {} }
 -- (its address refuses or is unreachable, or DNS no longer lists it) is
 -- down at the next poll.
 local UP_TTL = 10
+-- How long a GET that resumes a stream waits for its cell to be up.
+local RESUME_WAIT_S = 60
 
 function M.configure(c)
   for entry in c.cells:gmatch("[^%s,]+") do
@@ -246,6 +248,16 @@ function M.route()
     if cell ~= "" then
       ctx.route, ctx.cell = by, cell
       local addr = dict:get("up:" .. cell) == 1 and dict:get("addr:" .. cell)
+      if not addr and ngx.req.get_method() == "GET" and ngx.var.http_last_event_id then
+        -- A client whose stream broke with its cell comes back for the
+        -- answer (fcgi/stream.h): SDKs try that only twice, a second or
+        -- two apart, so it waits here for a cell that restarts.
+        local until_ = ngx.now() + RESUME_WAIT_S
+        while not addr and ngx.now() < until_ do
+          ngx.sleep(0.25)
+          addr = dict:get("up:" .. cell) == 1 and dict:get("addr:" .. cell)
+        end
+      end
       if not addr then
         return unavailable(ctx, "cell_unavailable", cell)
       end

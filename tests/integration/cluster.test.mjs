@@ -295,8 +295,19 @@ test('a handle or session sent to another cell, or without a routing header the 
   assert.deepEqual(misrouted(), []);
 });
 
-test('a killed cell: the other cells serve, its sessions answer 503 with Retry-After (never 404), then come back with their files', opts, async () => {
+test('a killed cell: the other cells serve, its sessions answer 503 with Retry-After (never 404), then come back with their files; a call it was running ends with an error once it is back, not at the client\'s timeout', opts, async () => {
   const victim = 'cell-1';
+  // A call in flight: its stream breaks with the cell; the SDK resumes it
+  // (GET with Last-Event-ID), which the router holds until the cell is
+  // back, and the cell answers that the call was lost (fcgi/stream.h).
+  const busy = pool.find((x) => ownerOf(x.id) === victim && x.era === '2025');
+  assert.ok(busy, 'the victim has a 2025 session');
+  const inFlight = py(busy, 'import time; time.sleep(60)', {}, 300_000).then(
+    (r) => ({ r }),
+    (e) => ({ e }),
+  );
+  await sleep(3000);
+  const killedAt = Date.now();
   await cluster('kill', victim);
   await waitRouter(`mcp_router_cell_up{cell="${victim}"}`, 0);
   for (const s of pool) {
@@ -313,6 +324,13 @@ test('a killed cell: the other cells serve, its sessions answer 503 with Retry-A
   assert.notEqual(ownerOf(fresh.id), victim, 'new sessions go to the cells that are up');
   await closeAll([fresh]);
   await cluster('start', victim);
+  const startedAt = Date.now();
+  const lost = await inFlight;
+  const ended = Date.now();
+  console.log(`# the call in flight ended ${ended - killedAt} ms after the kill, ${ended - startedAt} ms after the start: ${lost.e ? lost.e.message : JSON.stringify(lost.r).slice(0, 200)}`);
+  assert.ok(lost.e, 'the call whose cell was killed got no result');
+  assert.match(lost.e.message, /was lost/, 'it ended with the cell\'s error for a lost call');
+  assert.doesNotMatch(lost.e.message, /timed out/i, 'not with the client\'s timeout');
   for (const s of pool.filter((x) => ownerOf(x.id) === victim)) {
     const r = await py(s, `print(open(${JSON.stringify(s.file)}).read())`);
     assert.equal(r.structuredContent.stdout, `${s.text}\n`, 'the files are intact');
@@ -355,8 +373,9 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
   let chaos = null;
   // Each call moves the session's counter from i to i + 1, once: a retry
   // after a call that ran but whose answer was lost finds i + 1.  A call
-  // in flight on the killed cell loses its stream; the SDKs then wait for
-  // their request timeout (120 s here) before the call is tried again.
+  // in flight on the killed cell loses its stream: a 2025 session resumes
+  // it and gets an error once the cell is back; a 2026 client, whose
+  // streams do not resume, waits for its request timeout (120 s here).
   const step = (i) =>
     `import os\ni = ${i}\nn = int(open("counter").read()) if os.path.exists("counter") else 0\n` +
     `if n == i:\n    open("counter.tmp", "w").write(str(i + 1))\n    os.replace("counter.tmp", "counter")\nprint(n)`;

@@ -216,10 +216,13 @@ void harness_teardown(struct harness *h) {
 
 struct sink_buf {
   struct buf b;
+  int64_t fail_at; /* > 0: writes fail from then on (the client is gone) */
 };
 
 static int sink_write(void *opaque, const char *data, size_t len) {
   struct sink_buf *s = opaque;
+  if (s->fail_at > 0 && now_ms() >= s->fail_at)
+    return -1;
   return buf_append(&s->b, data, len);
 }
 
@@ -300,7 +303,7 @@ static bool gone_after(void *at_ms) { return now_ms() >= *(int64_t *)at_ms; }
 
 void serve(struct harness *h, const struct http_request *req, struct response *r) {
   memset(r, 0, sizeof(*r));
-  struct sink_buf s = {{0}};
+  struct sink_buf s = {{0}, h->writes_fail_after_ms > 0 ? now_ms() + h->writes_fail_after_ms : 0};
   int64_t gone_at = now_ms() + h->peer_gone_after_ms;
   struct http_sink sink = {sink_write, sink_flush, &s, NULL, h->peer_gone_after_ms > 0 ? gone_after : NULL, &gone_at};
   int ret = mcp_serve(&h->ctx, req, &sink);

@@ -36,6 +36,9 @@ struct harness {
    * a request starts, as the responder does when nginx closes the
    * connection of a client that left. */
   int peer_gone_after_ms;
+  /* > 0: the response's writes fail this long after a request starts, as
+   * they do once a client's connection is gone. */
+  int writes_fail_after_ms;
 };
 
 struct response {

@@ -69,6 +69,15 @@ static void forward_tests(void) {
   is_str(header(&r, "X-Accel-Redirect"), "/.mcp-forward/cell-b/DELETE", "2025: a DELETE is replayed as a DELETE");
   response_free(&r);
 
+  struct http_request get = post_request(NULL, OTHER);
+  get.method = "GET";
+  get.accept = "text/event-stream";
+  get.last_event_id = "0123456789ab-0";
+  serve(&h, &get, &r);
+  is_str(header(&r, "X-Accel-Redirect"), "/.mcp-forward/cell-b/GET",
+         "2025: a GET that resumes a stream is replayed as a GET");
+  response_free(&r);
+
   modern_call(OTHER, false, &r);
   is_str(header(&r, "X-Accel-Redirect"), "/.mcp-forward/cell-b/POST",
          "2026: arguments.sandbox of cell-b without Mcp-Param-Sandbox: forwarded (the owner checks the header)");
@@ -84,7 +93,7 @@ static void forward_tests(void) {
   serve(&h, &rr, &r);
   is_str(header(&r, "X-Accel-Redirect"), "/.mcp-forward/cell-b/POST", "2026: a sandbox:// URI of cell-b: forwarded");
   response_free(&r);
-  is_int(forwarded() - before, 5, "mcp_requests_forwarded_total counts them");
+  is_int(forwarded() - before, 6, "mcp_requests_forwarded_total counts them");
 
   modern_call("cell-a.0123456789abcdef0123456789abcdef", true, &r);
   ok(header(&r, "X-Accel-Redirect") == NULL, "a handle of this cell is served here");

@@ -3,6 +3,8 @@
  * log lines after logging/setLevel, a cancelled request gets no response). */
 #include "config.h"
 
+#include <dirent.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +180,158 @@ static void cancel_tests(const char *accept) {
   ok(pid > 0 && !alive, "%s: the cancelled code is no longer running", accept);
 }
 
+/* ---- resuming a stream (GET with Last-Event-ID) ---- */
+
+static struct http_request get_request(const char *session, const char *last_event_id) {
+  struct http_request req = post_request(NULL, session);
+  req.method = "GET";
+  req.accept = "text/event-stream";
+  req.protocol_version = "2025-11-25";
+  req.last_event_id = last_event_id;
+  return req;
+}
+
+static void resume(const char *session, const char *last_event_id, struct response *r) {
+  struct http_request req = get_request(session, last_event_id);
+  serve(&h, &req, r);
+}
+
+/* The id of a stream's first event ("" when it has none). */
+static void first_event_id(const struct response *r, char out[32]) {
+  out[0] = '\0';
+  const char *p = r->body ? strstr(r->body, "id: ") : NULL;
+  if (p != NULL)
+    sscanf(p + 4, "%31[0-9a-f-]", out);
+}
+
+/* How many stream records the session's folder holds. */
+static int records(const char *session) {
+  char dir[PATH_MAX + 200];
+  snprintf(dir, sizeof(dir), "%s/sessions/%.80s/streams", h.state, session);
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
+struct resumed_call {
+  struct response r;
+};
+
+static void *broken_call(void *opaque) {
+  struct resumed_call *b = opaque;
+  tools_call("2025-11-25", ACCEPT_BOTH, "\"late\"", NULL,
+             "{\"code\":\"import time; time.sleep(2); print('late')\",\"timeout_seconds\":20}", &b->r);
+  return NULL;
+}
+
+static void resume_tests(void) {
+  struct response r;
+  char id[32];
+  tools_call("2025-11-25", ACCEPT_BOTH, "\"d1\"", NULL, "{\"code\":\"print('delivered')\"}", &r);
+  first_event_id(&r, id);
+  ok(id[0] != '\0', "a 2025-11-25 stream's priming event has an id (%s)", id);
+  is_int(records(sid), 0, "a stream that delivered its answer leaves no record");
+  response_free(&r);
+  resume(sid, id, &r);
+  is_rpc_error(&r, 404, -32600, "no stream to resume", "resuming a delivered stream: 404");
+  response_free(&r);
+
+  /* A stream that breaks while the call runs: the call goes on, and its
+   * answer waits for the client. */
+  h.writes_fail_after_ms = 500;
+  tools_call("2025-11-25", ACCEPT_BOTH, "\"b1\"", NULL,
+             "{\"code\":\"import time; time.sleep(1.5); print('kept')\",\"timeout_seconds\":20}", &r);
+  h.writes_fail_after_ms = 0;
+  first_event_id(&r, id);
+  ok(r.json == NULL, "a broken stream: the client got no answer on it");
+  is_int(records(sid), 1, "its record is kept");
+  response_free(&r);
+  resume(sid, id, &r);
+  is_str(header(&r, "Content-Type"), "text/event-stream", "GET with its Last-Event-ID: a stream");
+  ok(r.sse_valid, "whose last event is the answer");
+  is_str(jstr(r.json, "id"), "b1", "for the request");
+  is_str(jstr(r.json, "result.structuredContent.stdout"), "kept\n", "with the call's result");
+  char next[32];
+  first_event_id(&r, next);
+  char want[32];
+  snprintf(want, sizeof(want), "%.12s-1", id);
+  is_str(next, want, "its events' ids go on from the Last-Event-ID");
+  is_int(records(sid), 0, "the answer delivered, the record is gone");
+  response_free(&r);
+
+  /* A client that comes back while the call runs waits for its answer. */
+  struct resumed_call b;
+  pthread_t t;
+  h.writes_fail_after_ms = 300;
+  pthread_create(&t, NULL, broken_call, &b);
+  usleep(800000);
+  h.writes_fail_after_ms = 0;
+  id[0] = '\0';
+  char dir[PATH_MAX + 200];
+  snprintf(dir, sizeof(dir), "%s/sessions/%.80s/streams", h.state, sid);
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.')
+      snprintf(id, sizeof(id), "%.12s-0", e->d_name);
+  if (d != NULL)
+    closedir(d);
+  int64_t t0 = now_ms();
+  resume(sid, id, &r);
+  int64_t waited = now_ms() - t0;
+  pthread_join(t, NULL);
+  ok(b.r.json == NULL, "a call whose stream broke at 300 ms");
+  is_str(jstr(r.json, "result.structuredContent.stdout"), "late\n",
+         "resumed while it ran: the answer came once the call was over");
+  ok(waited >= 700, "after waiting for it (%lld ms)", (long long)waited);
+  response_free(&b.r);
+  response_free(&r);
+
+  /* A record without an answer and without its lock: its responder died
+   * (the cell or the process was killed): an error for the request. */
+  snprintf(dir, sizeof(dir), "%s/sessions/%.80s/streams/0123456789ab", h.state, sid);
+  FILE *f = fopen(dir, "w");
+  if (f != NULL) {
+    fputs("{\"n\":[9]}\n", f);
+    fclose(f);
+  }
+  resume(sid, "0123456789ab-3", &r);
+  is_rpc_error(&r, 200, -32603, "was lost", "a stream whose responder died: its request gets an error at once");
+  ok(cJSON_IsObject(jget(r.json, "id")) && jnum(r.json, "id.n.0") == 9, "with the request's own id");
+  is_int(records(sid), 0, "and its record is gone");
+  response_free(&r);
+
+  static const char *const bad[] = {"x",        "0123456789ab", "0123456789AB-1", "0123456789ab-", "0123456789ab-1x",
+                                    "../../x-1"};
+  for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+    resume(sid, bad[i], &r);
+    is_rpc_error(&r, 400, -32600, "Last-Event-ID", bad[i]);
+    response_free(&r);
+  }
+  /* Another session's stream is not found from this one. */
+  char other[SESSION_ID_MAX];
+  if (initialize(&h, TEST_TOKEN, other)) {
+    h.writes_fail_after_ms = 300;
+    tools_call("2025-11-25", ACCEPT_BOTH, "\"o1\"", NULL,
+               "{\"code\":\"import time; time.sleep(0.8)\",\"timeout_seconds\":20}", &r);
+    h.writes_fail_after_ms = 0;
+    first_event_id(&r, id);
+    response_free(&r);
+    resume(other, id, &r);
+    is_rpc_error(&r, 404, -32600, "no stream", "another session's stream: 404");
+    response_free(&r);
+    delete_session(&h, TEST_TOKEN, other);
+  }
+  struct http_request modern = get_request(NULL, "0123456789ab-1");
+  modern.protocol_version = "2026-07-28";
+  serve(&h, &modern, &r);
+  is_int(r.status, 405, "2026-07-28 resumes nothing: 405");
+  response_free(&r);
+}
+
 int main(void) {
   harness_setup(&h);
   if (!initialize(&h, TEST_TOKEN, sid))
@@ -187,6 +341,7 @@ int main(void) {
   logging_tests();
   cancel_tests(ACCEPT_BOTH);
   cancel_tests("application/json");
+  resume_tests();
   is_int(delete_session(&h, TEST_TOKEN, sid), 204, "DELETE the session");
   is_int(processes_after_delete(&h, sid, 3000), 0, "its supervisor and executor are gone");
   harness_teardown(&h);
