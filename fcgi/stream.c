@@ -57,6 +57,7 @@ static int session_log_level(int dirfd) {
 
 #define RECORD_MAX ((off_t)1 << 30)
 #define RESUME_POLL_MS 200
+#define RESUME_COMMENT_MS 10000
 #define LOST_MESSAGE                                                                                                   \
   "The stream of this call was lost: the process that served it ended (a restart or a crash) before the call "         \
   "answered. The call may have run in part; nothing of its result was kept. Call again."
@@ -172,26 +173,31 @@ int stream_resume(int session_dirfd, const char *last_event_id, struct http_sink
   struct sse sse = {0};
   cleanup_cjson cJSON *id = NULL;
   cleanup_cjson cJSON *response = NULL;
-  int64_t deadline = now_ms() + wait_ms, half_made_until = now_ms() + 2000;
+  int64_t deadline = now_ms() + wait_ms, half_made_until = now_ms() + 2000, next_comment = 0;
   for (;;) {
     if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
       if (record_read(fd, &id, &response))
         break;
-      flock(fd, LOCK_UN);
+      flock(fd, LOCK_UN); /* being made: its first line comes under the lock */
       if (now_ms() > half_made_until) {
         *why = "Not Found: the stream by this Last-Event-ID has no record to resume from";
-        return 404;
+        return sse.started ? 0 : 404;
       }
     } else if (errno != EWOULDBLOCK && errno != EINTR) {
       *why = "Not Found: the stream by this Last-Event-ID cannot be read";
-      return 404;
+      return sse.started ? 0 : 404;
+    } else {
+      /* The call runs: the stream stays open until its answer, with a
+       * comment now and then for the proxies on the way. */
+      if (!sse.started && sse_resume(&sse, sink, prefix, n + 1) < 0)
+        return 0;
+      if (now_ms() >= next_comment) {
+        sse_keepalive(&sse);
+        next_comment = now_ms() + RESUME_COMMENT_MS;
+      }
+      if (sse.broken || http_peer_gone(sink) || now_ms() > deadline)
+        return 0; /* gone, or past the wait: the record stays for another try */
     }
-    /* The call runs: the stream stays open (a comment now and then shows
-     * whether the client is still there) until its answer. */
-    if (!sse.started && sse_resume(&sse, sink, prefix, n + 1) < 0)
-      return 0;
-    if (sse.broken || (sse_keepalive(&sse) < 0) || now_ms() > deadline)
-      return 0; /* gone, or past the wait: the record stays for another try */
     usleep(RESUME_POLL_MS * 1000);
   }
   if (!sse.started && sse_resume(&sse, sink, prefix, n + 1) < 0)

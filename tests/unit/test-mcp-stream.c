@@ -304,6 +304,15 @@ static void resume_tests(void) {
   is_int(records(sid), 0, "and its record is gone");
   response_free(&r);
 
+  /* A record whose responder died before it wrote the request's id. */
+  snprintf(dir, sizeof(dir), "%s/sessions/%.80s/streams/0123456789ac", h.state, sid);
+  f = fopen(dir, "w");
+  if (f != NULL)
+    fclose(f);
+  resume(sid, "0123456789ac-0", &r);
+  is_rpc_error(&r, 404, -32600, "no record", "a record without its request's id: 404 (after a wait for its maker)");
+  response_free(&r);
+
   static const char *const bad[] = {"x",        "0123456789ab", "0123456789AB-1", "0123456789ab-", "0123456789ab-1x",
                                     "../../x-1"};
   for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
