@@ -92,11 +92,15 @@ static void record_open(struct call_stream *cs) {
 static void record_close(struct call_stream *cs, const cJSON *msg, bool delivered) {
   if (cs->record_fd < 0)
     return;
-  cleanup_free char *json = msg != NULL && !delivered ? cJSON_PrintUnformatted(msg) : NULL;
-  if (json == NULL || write_all(cs->record_fd, json, strlen(json)) < 0 || write_all(cs->record_fd, "\n", 1) < 0) {
+  if (delivered || msg == NULL) {
     char path[40];
     record_path(cs->sse.prefix, path);
     unlinkat(cs->c->session->dirfd, path, 0);
+  } else {
+    /* A line cut short (a full disk) reads as no response: "lost". */
+    cleanup_free char *json = cJSON_PrintUnformatted(msg);
+    if (json != NULL && write_all(cs->record_fd, json, strlen(json)) == 0)
+      write_all(cs->record_fd, "\n", 1);
   }
   close(cs->record_fd);
   cs->record_fd = -1;

@@ -384,16 +384,19 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
     for (let i = 0; i < LOAD_CALLS; i++) {
       const deadline = Date.now() + 300_000;
       let attempt = 0;
+      const tries = []; // what each failed attempt of this call got, and when
       for (;;) {
         attempt++;
         let r = null;
         let error = null;
+        const t0 = Date.now();
         try {
           r = await py(s, step(i), {}, 120_000);
         } catch (e) {
           error = e;
         }
         const text = error ? String(error.message || error) : r.isError ? JSON.stringify(r.content).slice(0, 300) : '';
+        if (text) tries.push(`${Date.now() - t0} ms: ${text.slice(0, 80)}`);
         if (!error && !r.isError) {
           const n = Number(r.structuredContent.stdout.trim());
           if (!(n === i || (attempt > 1 && n === i + 1))) {
@@ -418,6 +421,7 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
         await sleep(1000);
       }
       const now = Date.now();
+      if (now - last > stats.stall) stats.stallWhat = `${s.era} session, call ${i}, ${tries.length} failed tries (${tries.join('; ')})`;
       stats.stall = Math.max(stats.stall, now - last);
       last = now;
       stats.done++;
@@ -440,7 +444,7 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
     `# cluster load: ${LOAD_SESSIONS} sessions (${JSON.stringify(perCell)}), ${total} calls in ${Date.now() - started} ms; ` +
       `${victim} killed after ${stats.killAt} calls, started again by ${stats.restartedAt}; ` +
       `sessions lost ${stats.lost.size}, misrouted ${wrong.length}, failed calls ${stats.failed} (${stats.notRun} not run after them), ` +
-      `retried calls ${stats.retried}, longest stall ${stats.stall} ms`,
+      `retried calls ${stats.retried}, longest stall ${stats.stall} ms: ${stats.stallWhat}`,
   );
   for (const l of stats.lost) console.log(`# lost: ${l}`);
   assert.equal(Object.keys(perCell).length, 3, `the sessions spread over the 3 cells: ${JSON.stringify(perCell)}`);

@@ -17,7 +17,19 @@ import { execFileSync } from 'node:child_process';
 import tls from 'node:tls';
 import http from 'node:http';
 import net from 'node:net';
-import { MCP_URL, MCP_TOKEN, CA_PEM, PROTOCOL_VERSION, TEST_TIMEOUT_MS, randomToken, SESSION_ID, connectClient2 } from './lib/common.mjs';
+import {
+  MCP_URL,
+  MCP_TOKEN,
+  CA_PEM,
+  PROTOCOL_VERSION,
+  TEST_TIMEOUT_MS,
+  randomToken,
+  SESSION_ID,
+  connectClient,
+  connectClient2,
+  closeClient,
+  runPython,
+} from './lib/common.mjs';
 import { RawSession, request, resultText, show } from './lib/rpc.mjs';
 import {
   STATE_DIR,
@@ -630,6 +642,33 @@ test('kill -9 of the responder serving a call: the client gets an error promptly
     assert.deepEqual(left, [], 'no orphaned sandbox, process, container, cgroup or mount');
   } finally {
     await end(s);
+  }
+});
+
+test('kill -9 of the responder serving an SDK client\'s streamed call: the client resumes the stream and gets an error for its call at once, not at its timeout', opts, async (t) => {
+  const { client, transport } = await connectClient('faults-resume');
+  const s = { sid: transport.sessionId };
+  try {
+    const call = client
+      .callTool({ name: 'execute_python', arguments: { code: 'import time\nopen("r-start", "w").close()\ntime.sleep(4)\nprint("R")' } }, undefined, { timeout: TEST_TIMEOUT_MS })
+      .then(
+        (r) => ({ at: Date.now(), r }),
+        (e) => ({ at: Date.now(), e }),
+      );
+    await waitFile(s, 'r-start');
+    const victim = responderServing(s.sid, cfg);
+    assert.ok(victim, `a responder serves session ${s.sid}`);
+    const killedAt = Date.now();
+    process.kill(victim, 'SIGKILL');
+    const settled = await call;
+    t.diagnostic(`responder ${victim} killed; the client got ${settled.e ? settled.e.message : JSON.stringify(settled.r).slice(0, 200)} after ${settled.at - killedAt} ms`);
+    assert.ok(settled.e, 'no result: the call\'s answer had no one to go to');
+    assert.match(settled.e.message, /was lost/, 'the error of a resumed stream whose responder died');
+    assert.doesNotMatch(settled.e.message, /timed out/i, 'not the client\'s own timeout');
+    const next = await runPython(client, { code: 'print("after")' });
+    assert.equal(next.structuredContent.stdout, 'after\n', 'the session goes on');
+  } finally {
+    await closeClient({ client, transport }).catch(() => {});
   }
 });
 
