@@ -375,6 +375,13 @@ function cases() {
     expect: { status: 406, rpc: -32600 } });
   list.push({ name: 'GET for a stream', method: 'GET', headers: { ...S(), Accept: 'text/event-stream' },
     expect: { status: 405, rpc: -32600 } });
+  // Resuming a stream (Last-Event-ID): only ids of this server's form, only
+  // this session's streams.
+  for (const [what, id, status] of [['a path', '../../../etc/passwd-1', 400], ['4 KiB', 'a'.repeat(4096), 400],
+    ['upper-case hex', '0123456789AB-1', 400], ['a huge number', '0123456789ab-99999999999', 400],
+    ['no such stream', '0123456789ab-0', 404]])
+    list.push({ name: `GET resuming a stream: Last-Event-ID ${what}`, method: 'GET',
+      headers: { ...S(), Accept: 'text/event-stream', 'Last-Event-ID': id }, expect: { status, rpc: -32600 } });
 
   // Malformed HTTP that the HTTP client would not send (nginx answers).
   const raw = (name, bytes, expect) => list.push({ name, raw: bytes, expect });
