@@ -396,7 +396,16 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
           error = e;
         }
         const text = error ? String(error.message || error) : r.isError ? JSON.stringify(r.content).slice(0, 300) : '';
-        if (text) tries.push(`${Date.now() - t0} ms: ${text.slice(0, 80)}`);
+        if (text) {
+          // The JSON-RPC message of an HTTP error, else the text; runs of the
+          // same one are counted.
+          const said = (text.match(/"message":"([^"]{0,120})/) || [null, text.slice(0, 120)])[1];
+          const prev = tries[tries.length - 1];
+          if (prev && prev.said === said) {
+            prev.n++;
+            prev.ms += Date.now() - t0;
+          } else tries.push({ said, n: 1, ms: Date.now() - t0 });
+        }
         if (!error && !r.isError) {
           const n = Number(r.structuredContent.stdout.trim());
           if (!(n === i || (attempt > 1 && n === i + 1))) {
@@ -421,7 +430,8 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
         await sleep(1000);
       }
       const now = Date.now();
-      if (now - last > stats.stall) stats.stallWhat = `${s.era} session, call ${i}, ${tries.length} failed tries (${tries.join('; ')})`;
+      if (now - last > stats.stall)
+        stats.stallWhat = `${s.era} session, call ${i}, failed tries: ${tries.map((x) => `${x.n} x ${x.ms} ms "${x.said}"`).join('; ') || 'none'}`;
       stats.stall = Math.max(stats.stall, now - last);
       last = now;
       stats.done++;
