@@ -146,6 +146,10 @@ static bool record_read(int fd, cJSON **id, cJSON **response) {
     *end = '\0';
     *response = cJSON_Parse(second);
   }
+  if (*id == NULL) {
+    cJSON_Delete(*response);
+    *response = NULL;
+  }
   return *id != NULL;
 }
 
