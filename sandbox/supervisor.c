@@ -129,6 +129,7 @@ struct sup {
   struct sandbox_ctx sb;
   int dirfd;
   int lock_fd; /* sup.lock, held for our whole life */
+  bool ended;  /* the folder was ended before we held sup.lock: we start nothing */
   int listen_fd;
   int sig_fd;
   int exec_in;  /* we write requests */
@@ -1218,6 +1219,13 @@ static int setup(struct sup *s, const char *dir, mcp_error_t *err) {
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "open lock");
   if (lock_try(s->lock_fd) < 0)
     return mcp_fail(err, MCP_ERR_BUSY, errno, "another supervisor holds `%s`", dir);
+  /* Ended before we held the lock: session_destroy moves the folder to the
+   * trash, then stops the supervisor that holds it, and found none.  Not
+   * at `dir` any more: nothing to start (an executor started now would
+   * run in the trash with no one to stop it). */
+  struct stat here, there;
+  if (fstat(s->dirfd, &here) < 0 || stat(dir, &there) < 0 || here.st_dev != there.st_dev || here.st_ino != there.st_ino)
+    return s->ended = true, mcp_fail(err, MCP_ERR_NOT_FOUND, 0, "`%s` was ended before its supervisor started", dir);
   cleanup_free char *id = NULL;
   if (read_file_at(s->dirfd, SANDBOX_ID_FILE, 64, &id, NULL, err) < 0)
     return -1;
@@ -1282,7 +1290,7 @@ int supervisor_main(int argc, char **argv) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   runsc_set_reaper(true);
   if (setup(&s, argv[1], &err) < 0) {
-    int busy = err->kind == MCP_ERR_BUSY;
+    int busy = err->kind == MCP_ERR_BUSY || s.ended; /* not ours to run: quietly */
     if (!busy)
       mcp_error_log_release(&err, "mcp-sandboxd");
     mcp_error_release(&err);
