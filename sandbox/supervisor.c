@@ -129,7 +129,6 @@ struct sup {
   struct sandbox_ctx sb;
   int dirfd;
   int lock_fd; /* sup.lock, held for our whole life */
-  bool ended;  /* the folder was ended before we held sup.lock: we start nothing */
   int listen_fd;
   int sig_fd;
   int exec_in;  /* we write requests */
@@ -137,6 +136,7 @@ struct sup {
   struct frame_reader exec_r;
   bool started;
   bool ready;
+  bool ended; /* the folder was ended before we held sup.lock: we start nothing */
   int64_t started_at;
   int quick_deaths;
   pid_t sandbox_pid; /* its main host process, -1: unknown */
