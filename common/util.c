@@ -83,6 +83,10 @@ int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *ou
   cleanup_close int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0)
     return mcp_fail(err, errno == ENOENT ? MCP_ERR_NOT_FOUND : MCP_ERR_INTERNAL, errno, "open `%s`", name);
+  return read_fd(fd, name, max, out, out_len, err);
+}
+
+int read_fd(int fd, const char *name, size_t max, char **out, size_t *out_len, mcp_error_t *err) {
   struct stat st;
   if (fstat(fd, &st) < 0)
     return mcp_fail(err, MCP_ERR_INTERNAL, errno, "stat `%s`", name);
@@ -90,6 +94,8 @@ int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *ou
     return mcp_fail(err, MCP_ERR_INTERNAL, EINVAL, "`%s` is not a regular file", name);
   if ((size_t)st.st_size > max)
     return mcp_fail(err, MCP_ERR_INTERNAL, EFBIG, "`%s` is larger than %zu bytes", name, max);
+  if (lseek(fd, 0, SEEK_SET) < 0)
+    return mcp_fail(err, MCP_ERR_INTERNAL, errno, "seek `%s`", name);
   cleanup_free char *data = malloc((size_t)st.st_size + 1);
   if (data == NULL)
     return mcp_fail(err, MCP_ERR_INTERNAL, ENOMEM, "read `%s`", name);

@@ -82,6 +82,8 @@ void json_members_add(char *buf, size_t size, const char *member);
 /* Read a whole regular file below dirfd (no symlink follow) of at most max
  * bytes, NUL-terminated.  Fails with ENOENT, EFBIG, ... */
 int read_file_at(int dirfd, const char *name, size_t max, char **out, size_t *out_len, mcp_error_t *err);
+/* The same for a file already open (from its start); name is for errors. */
+int read_fd(int fd, const char *name, size_t max, char **out, size_t *out_len, mcp_error_t *err);
 /* Replace dirfd/name atomically: write a unique temporary file, then rename. */
 int write_file_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode, mcp_error_t *err);
 /* Remove a tree below dirfd without following any symlink. */

@@ -482,8 +482,8 @@ static int handle_get(struct mcp_ctx *ctx, const struct http_request *req, struc
     struct session s;
     if (open_session(ctx, req, sink, NULL, &s) < 0)
       return 0;
-    /* As long as a call may take (tools.c), the responder's bound too. */
-    int64_t wait_ms = call_budget_max_s(ctx->cfg) * 1000;
+    /* As long as the longest call may take, the responder's bound too. */
+    int64_t wait_ms = call_budget_s(ctx->cfg, ctx->cfg->timeout_max, true, true) * 1000;
     http_set_deadline(sink, now_ms() + wait_ms + 10000);
     const char *why = NULL;
     int status = stream_resume(s.dirfd, req->last_event_id, sink, wait_ms, &why);

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,7 +54,7 @@ static int session_log_level(int dirfd) {
  * when the call is over and its stream could not deliver it, before the
  * lock goes. */
 
-#define RECORD_MAX ((off_t)1 << 30)
+#define RECORD_MAX ((size_t)1 << 30)
 #define RESUME_POLL_MS 200
 #define RESUME_COMMENT_MS 10000
 #define LOST_MESSAGE                                                                                                   \
@@ -70,13 +69,14 @@ static void record_open(struct call_stream *cs) {
     return;
   char path[40];
   record_path(cs->sse.prefix, path);
-  if (mkdirat(c->session->dirfd, STREAMS_DIR, 0700) < 0 && errno != EEXIST)
-    return;
-  int fd = openat(c->session->dirfd, path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+  int fd = openat(c->session->dirfd, path, flags, 0600);
+  if (fd < 0 && errno == ENOENT && mkdirat(c->session->dirfd, STREAMS_DIR, 0700) == 0) /* the session's first */
+    fd = openat(c->session->dirfd, path, flags, 0600);
   if (fd < 0)
     return;
   cleanup_free char *id = cJSON_PrintUnformatted(c->id);
-  if (flock(fd, LOCK_EX) < 0 || id == NULL || write_all(fd, id, strlen(id)) < 0 || write_all(fd, "\n", 1) < 0) {
+  if (lock_try(fd) < 0 || id == NULL || write_all(fd, id, strlen(id)) < 0 || write_all(fd, "\n", 1) < 0) {
     unlinkat(c->session->dirfd, path, 0);
     close(fd);
     return;
@@ -124,31 +124,26 @@ static bool event_id_parse(const char *id, char prefix[13], unsigned *n) {
   return true;
 }
 
-/* The record as read under a shared lock: its request id, and its
- * response when there is one.  false: no whole first line yet (its
+/* The record as its responder left it (no longer locked): its request id,
+ * and its response when there is one.  false: no whole first line (its
  * responder has just made it, or died making it). */
 static bool record_read(int fd, cJSON **id, cJSON **response) {
   *id = *response = NULL;
-  struct stat sb;
-  if (fstat(fd, &sb) < 0 || sb.st_size <= 0 || sb.st_size > RECORD_MAX)
+  cleanup_free char *text = NULL;
+  mcp_error_t err = NULL;
+  if (read_fd(fd, "stream record", RECORD_MAX, &text, NULL, &err) < 0) {
+    mcp_error_release(&err);
     return false;
-  cleanup_free char *text = malloc((size_t)sb.st_size + 1);
-  if (text == NULL || pread(fd, text, (size_t)sb.st_size, 0) != sb.st_size)
-    return false;
-  text[sb.st_size] = '\0';
+  }
   char *nl = strchr(text, '\n');
   if (nl == NULL)
     return false;
   *nl = '\0';
   *id = cJSON_Parse(text);
   char *second = nl + 1, *end = strchr(second, '\n');
-  if (end != NULL) {
+  if (*id != NULL && end != NULL) {
     *end = '\0';
     *response = cJSON_Parse(second);
-  }
-  if (*id == NULL) {
-    cJSON_Delete(*response);
-    *response = NULL;
   }
   return *id != NULL;
 }
@@ -183,17 +178,14 @@ int stream_resume(int session_dirfd, const char *last_event_id, struct http_sink
   cleanup_cjson cJSON *response = NULL;
   int64_t deadline = now_ms() + wait_ms, half_made_until = now_ms() + 2000, next_comment = 0;
   for (;;) {
-    if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    if (!lock_held_elsewhere(fd)) {
       if (record_read(fd, &id, &response))
         break;
-      flock(fd, LOCK_UN); /* being made: its first line comes under the lock */
+      /* being made: its first line comes under the lock */
       if (now_ms() > half_made_until) {
         *why = "Not Found: the stream by this Last-Event-ID has no record to resume from";
         return sse.started ? 0 : 404;
       }
-    } else if (errno != EWOULDBLOCK && errno != EINTR) {
-      *why = "Not Found: the stream by this Last-Event-ID cannot be read";
-      return sse.started ? 0 : 404;
     } else {
       /* The call runs: the stream stays open until its answer, with a
        * comment now and then for the proxies on the way. */

@@ -406,9 +406,9 @@ static void call_result_to_client(struct rpc_call *c, const struct lang *lang, c
     res->files_bytes = results_add_outputs(c);
 }
 
-int64_t call_budget_max_s(const struct mcp_config *cfg) {
-  return (int64_t)cfg->busy_wait + cfg->ready_wait + cfg->timeout_max + cfg->capacity_wait + CALL_SLACK_S +
-         RESULT_GRACE_S + cfg->interrupt_grace + cfg->package_timeout;
+int64_t call_budget_s(const struct mcp_config *cfg, int timeout_s, bool persistent, bool packages) {
+  return (int64_t)cfg->busy_wait + cfg->ready_wait + timeout_s + cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S +
+         (persistent ? cfg->interrupt_grace : 0) + (packages ? cfg->package_timeout : 0);
 }
 
 static int execute(struct rpc_call *c, const struct lang *lang, const struct code_args *ca, int64_t started) {
@@ -416,9 +416,7 @@ static int execute(struct rpc_call *c, const struct lang *lang, const struct cod
    * has not taken its answer is cut off (responder.c's watchdog). */
   const struct mcp_config *cfg = c->ctx->cfg;
   mcp_error_t err = NULL;
-  int64_t budget_s = (int64_t)cfg->busy_wait + cfg->ready_wait + (ca->background ? 0 : ca->timeout_s) +
-                     cfg->capacity_wait + CALL_SLACK_S + RESULT_GRACE_S + (ca->persistent ? cfg->interrupt_grace : 0) +
-                     (ca->packages != NULL ? cfg->package_timeout : 0);
+  int64_t budget_s = call_budget_s(cfg, ca->background ? 0 : ca->timeout_s, ca->persistent, ca->packages != NULL);
   http_set_deadline(c->sink, now_ms() + budget_s * 1000);
   struct call_stream cs;
   call_stream_init(&cs, c, ca->timeout_s);

@@ -23,9 +23,9 @@ cJSON *tools_list(const struct mcp_config *cfg, bool modern);
 /* tools/call: 0 with c->result set (tool failures are results with
  * isError), -1 with c->error_* for protocol errors (unknown tool). */
 int tools_call(struct rpc_call *c);
-/* The longest a code call may keep its responder (its timeout at
- * timeout_max, every wait and grace): a resumed stream waits as long. */
-int64_t call_budget_max_s(const struct mcp_config *cfg);
+/* How long a code call may keep its responder: its timeout, every wait
+ * and grace (a persistent call's, its packages'). */
+int64_t call_budget_s(const struct mcp_config *cfg, int timeout_s, bool persistent, bool packages);
 /* A notification for a session (notifications/cancelled, ...). */
 void tools_notification(struct mcp_ctx *ctx, struct session *s, const char *method, const cJSON *params);
 
