@@ -5,7 +5,9 @@
  *     pool_max) after a burst of new sessions (pool_target) while the CPU
  *     is free enough (pool_grow_idle),
  *   - at start (and every minute), removes runsc containers that belong to
- *     no live supervisor, and pool folders whose supervisor is gone.
+ *     no live supervisor, and pool folders whose supervisor is gone,
+ *   - every minute, removes the answers of broken streams that no client
+ *     came back for in 10 minutes (fcgi/stream.h).
  * It holds no state of its own: everything is read from the state folder
  * at each tick, so it can be killed and restarted at any time. */
 #include "config.h"
@@ -29,6 +31,7 @@
 #include "common/slots.h"
 #include "common/util.h"
 #include "fcgi/session.h"
+#include "fcgi/stream.h"
 #include "sandbox/backend.h"
 #include "sandbox/cgroups.h"
 #include "sandbox/workspace.h"
@@ -119,6 +122,19 @@ static void expire_session(struct store *st, int parent, const char *name, void 
   if (session_destroy(st, name, &err) < 0 && err->kind != MCP_ERR_NOT_FOUND && err->kind != MCP_ERR_BUSY)
     mcp_error_log_release(&err, "keeper: expire");
   mcp_error_release(&err);
+}
+
+/* A broken stream's answer waits this long for its client to come back
+ * (fcgi/stream.h): SDKs try within seconds, the router holds a resume
+ * while the session's cell restarts. */
+#define STREAM_KEEP_MS (10 * 60 * 1000)
+
+static void sweep_streams(struct store *st, int parent, const char *name, void *opaque) {
+  if (!session_id_valid(name))
+    return;
+  cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dfd >= 0)
+    stream_records_sweep(dfd, STREAM_KEEP_MS);
 }
 
 struct pool_count {
@@ -488,6 +504,7 @@ void keeper_tick(struct store *st, bool reap) {
   each_entry(st->trash_fd, st, sweep_trash, NULL);
   each_entry(st->sessions_fd, st, expire_session, NULL);
   if (reap) {
+    each_entry(st->sessions_fd, st, sweep_streams, NULL);
     reap_containers(st);
     session_owners_mend(st);
   }

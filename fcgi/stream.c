@@ -6,6 +6,7 @@
 
 #include "fcgi/stream.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -84,26 +85,48 @@ static void record_open(struct call_stream *cs) {
   cs->record_fd = fd;
 }
 
-/* The call is over.  Delivered (or cancelled: msg NULL), the record goes;
- * else the response goes into it, for a client that resumes.  Then the
- * lock goes.  A client that came back before this stream failed finds no
- * response in it, as for a call whose responder died: an error, never a
- * wrong answer. */
+/* The call is over.  Its response goes into the record before the lock
+ * goes, delivered or not: a stream that took the answer may have lost its
+ * client on the way (a connection dropped without a word reaches nginx
+ * late), and a client that came back meanwhile holds the record open and
+ * reads the answer there.  Then a delivered record (or a cancelled call's:
+ * msg NULL) is removed, and a later resume gets 404; an undelivered one
+ * waits for its client.  A line cut short (a full disk) reads as no
+ * response: "lost", an error, never a wrong answer. */
 static void record_close(struct call_stream *cs, const cJSON *msg, bool delivered) {
   if (cs->record_fd < 0)
     return;
+  cleanup_free char *json = msg != NULL ? cJSON_PrintUnformatted(msg) : NULL;
+  if (json != NULL && write_all(cs->record_fd, json, strlen(json)) == 0)
+    write_all(cs->record_fd, "\n", 1);
   if (delivered || msg == NULL) {
     char path[40];
     record_path(cs->sse.prefix, path);
     unlinkat(cs->c->session->dirfd, path, 0);
-  } else {
-    /* A line cut short (a full disk) reads as no response: "lost". */
-    cleanup_free char *json = cJSON_PrintUnformatted(msg);
-    if (json != NULL && write_all(cs->record_fd, json, strlen(json)) == 0)
-      write_all(cs->record_fd, "\n", 1);
   }
   close(cs->record_fd);
   cs->record_fd = -1;
+}
+
+void stream_records_sweep(int session_dirfd, int64_t keep_ms) {
+  int fd = openat(session_dirfd, STREAMS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return; /* no streamed call yet */
+  cleanup_dir DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return;
+  }
+  int64_t now = wall_ms();
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    struct stat sb;
+    if (e->d_name[0] == '.' || fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode) ||
+        now - ((int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000) < keep_ms)
+      continue;
+    cleanup_close int rfd = openat(fd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (rfd >= 0 && !lock_held_elsewhere(rfd)) /* a call still running keeps its record */
+      unlinkat(fd, e->d_name, 0);
+  }
 }
 
 /* "<12 hex>-<n>", as sse.c makes them: the prefix and n. */

@@ -8,11 +8,11 @@
  *
  * A 2025 stream resumes (the transport's resumability): each has a record,
  * streams/<prefix> in the session's folder, that its responder holds
- * locked while the call runs and removes once the answer is delivered, or
- * leaves holding the answer when its stream broke, so that a
- * client whose stream broke (a proxy's timeout, a cell or responder that
- * died) and that comes back with GET and Last-Event-ID gets the answer:
- * once the call is over, or at once when it is.  A record left unlocked
+ * locked while the call runs, writes the answer into when it is over, and
+ * then removes when its stream delivered the answer, so that a client
+ * whose stream broke (a proxy's timeout, a dropped connection, a cell or
+ * responder that died) and that comes back with GET and Last-Event-ID
+ * gets the answer: once the call is over, or at once when it is.  A record left unlocked
  * without a response is a call whose responder died: the client gets an
  * error for its request rather than waiting for its own timeout. */
 #ifndef MCP_STREAM_H
@@ -58,6 +58,12 @@ int call_stream_finish(struct call_stream *cs, bool cancelled);
  * nothing sent. */
 int stream_resume(int session_dirfd, const char *last_event_id, struct http_sink *sink, int64_t wait_ms,
                   const char **why);
+
+/* Remove the session's stream records that no client came back for:
+ * unlocked (their call is over, or their responder died) and unchanged for
+ * keep_ms.  The keeper runs it (fcgi/keeper.c), so that the answers of
+ * broken streams do not pile up on disk for the session's whole life. */
+void stream_records_sweep(int session_dirfd, int64_t keep_ms);
 
 /* logging/setLevel: the session's level for notifications/message. */
 int logging_set_level(struct rpc_call *c);

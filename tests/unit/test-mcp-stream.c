@@ -4,14 +4,18 @@
 #include "config.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
+#include "fcgi/keeper.h"
 #include "mcp-harness.h"
 #include "tap.h"
 
@@ -217,6 +221,19 @@ static int records(const char *session) {
   return n;
 }
 
+/* The first event id of the session's one stream with a record. */
+static void running_stream_id(char id[32]) {
+  id[0] = '\0';
+  char dir[PATH_MAX + 200];
+  snprintf(dir, sizeof(dir), "%s/sessions/%.80s/streams", h.state, sid);
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.')
+      snprintf(id, 32, "%.12s-0", e->d_name);
+  if (d != NULL)
+    closedir(d);
+}
+
 struct resumed_call {
   struct response r;
 };
@@ -226,6 +243,49 @@ static void *broken_call(void *opaque) {
   tools_call("2025-11-25", ACCEPT_BOTH, "\"late\"", NULL,
              "{\"code\":\"import time; time.sleep(2); print('late')\",\"timeout_seconds\":20}", &b->r);
   return NULL;
+}
+
+/* A record in the session's streams/, its mtime age_s seconds ago. */
+static void old_record(const char *name, const char *text, int age_s) {
+  char path[PATH_MAX + 200];
+  snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/%s", h.state, sid, name);
+  FILE *f = fopen(path, "w");
+  if (f != NULL) {
+    fputs(text, f);
+    fclose(f);
+  }
+  struct timespec ts[2] = {{.tv_sec = time(NULL) - age_s}, {.tv_sec = time(NULL) - age_s}};
+  utimensat(AT_FDCWD, path, ts, 0);
+}
+
+static bool record_exists(const char *name) {
+  char path[PATH_MAX + 200];
+  snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/%s", h.state, sid, name);
+  return access(path, F_OK) == 0;
+}
+
+/* The keeper's minute: answers nobody came back for in 10 minutes go; a
+ * younger one, and a call still running (locked), stay. */
+static void sweep_tests(void) {
+  old_record("00000000000a", "1\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n", 11 * 60);
+  old_record("00000000000b", "2\n", 11 * 60);
+  old_record("00000000000c", "3\n{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n", 9 * 60);
+  old_record("00000000000d", "4\n", 11 * 60);
+  char path[PATH_MAX + 200];
+  snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/00000000000d", h.state, sid);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  ok(fd >= 0 && lock_try(fd) == 0, "a record held by a running call");
+  keeper_tick(&h.store, true);
+  ok(!record_exists("00000000000a"), "the keeper removes an answer nobody came back for in 10 minutes");
+  ok(!record_exists("00000000000b"), "and a dead responder's record as old");
+  ok(record_exists("00000000000c"), "a younger answer stays");
+  ok(record_exists("00000000000d"), "a running call's record stays, however old");
+  if (fd >= 0)
+    close(fd);
+  keeper_tick(&h.store, true);
+  ok(!record_exists("00000000000d"), "once that call is over, it goes too");
+  snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/00000000000c", h.state, sid);
+  unlink(path);
 }
 
 static void resume_tests(void) {
@@ -270,15 +330,7 @@ static void resume_tests(void) {
   pthread_create(&t, NULL, broken_call, &b);
   usleep(800000);
   h.writes_fail_after_ms = 0;
-  id[0] = '\0';
-  char dir[PATH_MAX + 200];
-  snprintf(dir, sizeof(dir), "%s/sessions/%.80s/streams", h.state, sid);
-  DIR *d = opendir(dir);
-  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
-    if (e->d_name[0] != '.')
-      snprintf(id, sizeof(id), "%.12s-0", e->d_name);
-  if (d != NULL)
-    closedir(d);
+  running_stream_id(id);
   int64_t t0 = now_ms();
   resume(sid, id, &r);
   int64_t waited = now_ms() - t0;
@@ -290,8 +342,25 @@ static void resume_tests(void) {
   response_free(&b.r);
   response_free(&r);
 
+  /* A client whose connection dropped without a word comes back while its
+   * stream still takes writes (nginx learns of it late): the answer goes
+   * out on the old stream as if delivered, and the resume gets it too. */
+  h.writes_fail_after_ms = 0;
+  pthread_create(&t, NULL, broken_call, &b);
+  usleep(800000);
+  running_stream_id(id);
+  resume(sid, id, &r);
+  pthread_join(t, NULL);
+  is_str(jstr(b.r.json, "result.structuredContent.stdout"), "late\n", "a call whose stream never failed");
+  is_str(jstr(r.json, "result.structuredContent.stdout"), "late\n",
+         "resumed while its stream still took writes: the answer, not the lost-call error");
+  is_int(records(sid), 0, "and no record is left");
+  response_free(&b.r);
+  response_free(&r);
+
   /* A record without an answer and without its lock: its responder died
    * (the cell or the process was killed): an error for the request. */
+  char dir[PATH_MAX + 200];
   snprintf(dir, sizeof(dir), "%s/sessions/%.80s/streams/0123456789ab", h.state, sid);
   FILE *f = fopen(dir, "w");
   if (f != NULL) {
@@ -334,6 +403,7 @@ static void resume_tests(void) {
     response_free(&r);
     delete_session(&h, TEST_TOKEN, other);
   }
+  sweep_tests();
   struct http_request modern = get_request(NULL, "0123456789ab-1");
   modern.protocol_version = "2026-07-28";
   serve(&h, &modern, &r);
