@@ -26,8 +26,51 @@ void cell_responder_index(int i) { responder_slot = i >= 0 && i < CELL_RESPONDER
 
 void cell_responder_reset(int i) {
   struct metrics *m = metrics_get();
-  if (m != NULL && i >= 0 && i < CELL_RESPONDERS_MAX)
-    atomic_store(&m->calls_in_flight[i], 0);
+  if (m == NULL || i < 0 || i >= CELL_RESPONDERS_MAX)
+    return;
+  atomic_store(&m->calls_in_flight[i], 0);
+  for (int t = 0; t < CELL_THREADS_MAX; t++)
+    atomic_store(&m->serving[i * CELL_THREADS_MAX + t], 0);
+}
+
+/* FNV-1a of a token's name, never 0 (a thread serving nothing). */
+static uint64_t token_hash(const char *name) {
+  uint64_t h = 14695981039346656037ull;
+  for (const char *p = name; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  return h != 0 ? h : 1;
+}
+
+static _Atomic uint64_t *serving_slot(struct metrics *m, int thread) {
+  return m != NULL && thread >= 0 && thread < CELL_THREADS_MAX ? &m->serving[responder_slot * CELL_THREADS_MAX + thread]
+                                                               : NULL;
+}
+
+int cell_request_begin(const struct mcp_config *cfg, int thread, const char *token, int share) {
+  struct metrics *m = metrics_get();
+  _Atomic uint64_t *mine = serving_slot(m, thread);
+  if (mine == NULL || token == NULL || *token == '\0')
+    return 0; /* nothing to count it in */
+  uint64_t h = token_hash(token);
+  /* Published first, then counted with ours: of two that start at once,
+   * each sees the other. */
+  atomic_store(mine, h);
+  int responders = cfg->responders < CELL_RESPONDERS_MAX ? cfg->responders : CELL_RESPONDERS_MAX;
+  int threads = cfg->responder_threads < CELL_THREADS_MAX ? cfg->responder_threads : CELL_THREADS_MAX;
+  int n = 0;
+  for (int r = 0; r < responders; r++)
+    for (int t = 0; t < threads; t++)
+      n += atomic_load(&m->serving[r * CELL_THREADS_MAX + t]) == h;
+  if (n <= share)
+    return 0;
+  atomic_store(mine, 0);
+  return -1;
+}
+
+void cell_request_end(int thread) {
+  _Atomic uint64_t *mine = serving_slot(metrics_get(), thread);
+  if (mine != NULL)
+    atomic_store(mine, 0);
 }
 
 void cell_call_begin(void) {

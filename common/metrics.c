@@ -39,6 +39,7 @@ static const char *const reject_names[REJECT_N] = {
     [REJECT_TOKEN_CALLS] = "token_calls",
     [REJECT_DISK_FULL] = "disk_full",
     [REJECT_DRAINING] = "draining",
+    [REJECT_TOKEN_REQUESTS] = "token_requests",
 };
 
 struct metrics *metrics_get(void) {

@@ -45,6 +45,7 @@ enum reject_reason {
   REJECT_TOKEN_CALLS,    /* the token's max_concurrent calls */
   REJECT_DISK_FULL,      /* a new session refused below the free-space floor */
   REJECT_DRAINING,       /* a new session or call refused while the cell drains (common/cell.h) */
+  REJECT_TOKEN_REQUESTS, /* the token's max_requests: requests it has in progress in this cell */
   REJECT_N
 };
 
@@ -60,6 +61,7 @@ enum egress_verdict {
 
 #define METRIC_BUCKETS 12
 #define CELL_RESPONDERS_MAX 256 /* fcgi/main.c's MAX_RESPONDERS */
+#define CELL_THREADS_MAX 256    /* the setting responder_threads' maximum */
 #define METRIC_TOKENS 64
 #define TOKEN_NAME_MAX 65
 
@@ -101,6 +103,9 @@ struct metrics {
   _Atomic int32_t pool_target;                          /* fcgi/keeper.c: the size the pool is kept at now */
   _Atomic uint32_t token_lock;
   struct metric_token tokens[METRIC_TOKENS];
+  /* common/cell.h: per responder thread, the hash of the token whose
+   * request it serves (0: none) */
+  _Atomic uint64_t serving[CELL_RESPONDERS_MAX * CELL_THREADS_MAX];
 };
 
 /* Master: create (or recreate) the file and map it. */

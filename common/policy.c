@@ -129,12 +129,13 @@ static const char *find_line(const char *text, const char *name) {
 int policy_for(const struct mcp_config *cfg, const char *name, struct token_policy *out, mcp_error_t *err) {
   pthread_mutex_lock(&cache.lock);
   int r = refresh(cfg->token_policy, err);
-  int sessions = 0, concurrent = 0;
+  int sessions = 0, concurrent = 0, requests = 0;
   if (r == 0) {
     const char *line = cache.text != NULL && name != NULL && *name ? find_line(cache.text, name) : NULL;
     if (line != NULL) {
       sessions = option(line, "max_sessions");
       concurrent = option(line, "max_concurrent");
+      requests = option(line, "max_requests");
     }
     out->tokens = cache.tokens;
   }
@@ -147,8 +148,12 @@ int policy_for(const struct mcp_config *cfg, const char *name, struct token_poli
   if (concurrent == 0)
     concurrent =
         cfg->token_max_concurrent > 0 ? cfg->token_max_concurrent : policy_fair_share(cfg->max_concurrent, out->tokens);
+  if (requests == 0)
+    requests = cfg->token_max_requests > 0 ? cfg->token_max_requests
+                                           : policy_fair_share(cfg->responders * cfg->responder_threads, out->tokens);
   out->max_sessions = sessions;
   out->max_concurrent = concurrent;
+  out->max_requests = requests;
   return 0;
 }
 

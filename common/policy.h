@@ -6,12 +6,14 @@
  * token in it:  `name option=value ...`.  The options read here:
  *   max_sessions=N     live sessions of the token
  *   max_concurrent=N   calls of the token running at once
+ *   max_requests=N     requests of the token a cell serves at once
  *   egress_allow=LIST  the hosts its calls may reach (common/egress.h;
  *                      replaces the setting egress_allow; `none`: none)
- * A token without an option gets the setting token_max_sessions or
- * token_max_concurrent, and when that is 0 its fair share: the larger of a
- * quarter of the global limit and an equal share among the configured
- * tokens (one token alone gets the whole).  Options this file does not know
+ * A token without an option gets the setting token_max_sessions,
+ * token_max_concurrent or token_max_requests, and when that is 0 its fair
+ * share: the larger of a quarter of the global limit and an equal share
+ * among the configured tokens (one token alone gets the whole).  The
+ * global limit of requests is the responders' threads.  Options this file does not know
  * are kept for their readers.
  *
  * The file is read again when it changes (by its inode, size and mtime); a
@@ -29,6 +31,7 @@
 struct token_policy {
   int max_sessions;   /* resolved: at least 1 */
   int max_concurrent; /* resolved: at least 1 */
+  int max_requests;   /* resolved: at least 1 */
   int tokens;         /* tokens in the policy file (1 when there is none) */
 };
 

@@ -16,7 +16,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "common/cell.h"
 #include "common/metrics.h"
+#include "common/policy.h"
 #include "common/util.h"
 #include "fcgi/audit.h"
 #include "fcgi/http.h"
@@ -162,7 +164,31 @@ static int read_body(FCGX_Request *r, const struct mcp_config *cfg, struct buf *
   return 0;
 }
 
-static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
+/* A token's requests in progress in this cell, each in a responder
+ * thread, are bounded by its policy's max_requests (common/cell.h): beyond
+ * it, 429 at once, before the body is read.  False when refused. */
+static bool token_admitted(const struct mcp_config *cfg, int thread, const char *token, struct http_sink *sink) {
+  struct token_policy pol;
+  mcp_error_t err = NULL;
+  if (policy_for(cfg, token, &pol, &err) < 0) {
+    mcp_error_log_release(&err, "responder: token policy");
+    return true; /* the calls' own limits still hold */
+  }
+  if (cell_request_begin(cfg, thread, token, pol.max_requests) == 0)
+    return true;
+  static const char *const retry[] = {"Retry-After: 1", NULL};
+  char body[320];
+  int n = snprintf(body, sizeof(body),
+                   "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32000,\"message\":\"Too Many Requests: this "
+                   "token already has %d requests in progress on this server, its share (max_requests); retry "
+                   "once some have ended\"}}\n",
+                   pol.max_requests);
+  metrics_reject_reason(REJECT_TOKEN_REQUESTS);
+  http_send(sink, 429, "application/json", retry, body, (size_t)n);
+  return false;
+}
+
+static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g, int thread) {
   const struct mcp_config *cfg = ctx->cfg;
   cleanup_buf struct buf body = {0};
   bool too_large = false;
@@ -171,10 +197,13 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
   const char *token = FCGX_GetParam("MCP_TOKEN_ID", r->envp);
   const char *endpoint = FCGX_GetParam("MCP_ENDPOINT", r->envp);
   bool authorized = (token != NULL && *token != '\0') || (endpoint != NULL && *endpoint != '\0');
+  if (token != NULL && *token != '\0' && !token_admitted(cfg, thread, token, &sink))
+    return;
   if (authorized && read_body(r, cfg, &body, &too_large) < 0) {
     static const char oom[] =
         "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Internal error\"}}";
     http_send(&sink, 500, "application/json", NULL, oom, sizeof(oom) - 1);
+    cell_request_end(thread);
     return;
   }
   struct http_request req = {
@@ -198,6 +227,7 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g) {
       .body_too_large = too_large,
   };
   mcp_serve(ctx, &req, &sink);
+  cell_request_end(thread);
 }
 
 /* ---- who may talk to us ---- */
@@ -361,7 +391,7 @@ static void *worker_loop(void *arg) {
     }
     atomic_fetch_add(&busy, 1);
     guard_watch(g, r.ipcFd);
-    serve_one(&ctx, &r, g);
+    serve_one(&ctx, &r, g, slot);
     FCGX_Finish_r(&r);
     guard_watch(g, -1);
     if (atomic_fetch_sub(&busy, 1) == 1 && atomic_load(&stop_requested))

@@ -451,6 +451,51 @@ test('per-token limits from the tokens file: a token with max_sessions=2 max_con
   }
 });
 
+test('max_requests: a flood of one token\'s calls holds at most 4 responder threads (429 at once beyond, with Retry-After); the other token is answered meanwhile', opts, async (t) => {
+  const second = otherToken(MCP_TOKEN);
+  const line = fs.readFileSync(path.join(STATE_DIR, 'tokens'), 'utf8').split('\n').find((l) => l.startsWith(second[0] + ' '));
+  assert.match(line, /max_requests=4/, 'the stack gives the second token max_requests=4');
+  // More requests at once than the cell has responder threads: without the
+  // bound they would hold every thread (one runs, the others wait busy_wait
+  // in line), and the other token's ping would wait for one to end.
+  const threads = cfg.responders * cfg.responder_threads;
+  const n = threads + 8;
+  const before = await metric('mcp_requests_rejected_total{reason="token_requests"}');
+  const flooder = await open('requests-flood', second[1]);
+  const other = await open('requests-other');
+  try {
+    await ok(flooder, 'print("warm")');
+    let firstAdmittedAt = Infinity;
+    const flood = Array.from({ length: n }, () =>
+      flooder.run('import time\ntime.sleep(3)', { timeout_seconds: 30 }).then((r) => {
+        if (r.status !== 429) firstAdmittedAt = Math.min(firstAdmittedAt, Date.now());
+        return r;
+      }));
+    await sleep(500);
+    const p = await other.ping();
+    const pingAt = Date.now();
+    assert.equal(p.status, 200, `the other token's ping: HTTP ${p.status} ${p.body}`);
+    const results = await Promise.all(flood);
+    const refused = results.filter((r) => r.status === 429);
+    t.diagnostic(`${n} calls at once (${threads} responder threads): ${refused.length} refused with 429, ` +
+      `${n - refused.length} served; the other token's ping answered ${firstAdmittedAt - pingAt} ms before the first served call`);
+    assert.ok(refused.length >= n - 4, `at most 4 served at once: ${refused.length} of ${n} refused`);
+    assert.ok(pingAt < firstAdmittedAt, 'the ping was answered while the flood\'s served calls still held their threads');
+    for (const r of refused) {
+      assert.ok(Number(r.headers['retry-after']) > 0, 'Retry-After');
+      assert.equal(r.json?.error?.code, -32000, r.body);
+      assert.match(r.json?.error?.message || '', /Too Many Requests: this token already has 4 requests in progress/, r.body);
+    }
+    for (const r of results.filter((x) => x.status !== 429)) assert.equal(r.status, 200, `a served call: HTTP ${r.status} ${r.body}`);
+    assert.equal(await metric('mcp_requests_rejected_total{reason="token_requests"}'), before + refused.length,
+      'counted: token_requests');
+    assert.equal((await ok(flooder, 'print("after")')).stdout, 'after\n', 'the token\'s next call is served');
+  } finally {
+    await end(flooder);
+    await end(other);
+  }
+});
+
 test('max_concurrent: a call beyond it waits capacity_wait, then gets an isError result saying the server is at capacity', opts, async (t) => {
   const n = cfg.max_concurrent;
   const wait = cfg.capacity_wait ?? 0;

@@ -165,6 +165,33 @@ static void in_flight_tests(void) {
   is_int(cell_calls_in_flight(), 0, "a responder that died takes its count with it");
 }
 
+/* A token's requests in progress, counted across the responders' threads. */
+static void requests_tests(void) {
+  struct mcp_config cfg = h.cfg;
+  cfg.responders = 4;
+  cfg.responder_threads = 8;
+  cell_responder_index(0);
+  int admitted = 0;
+  for (int t = 0; t < 3; t++)
+    admitted += cell_request_begin(&cfg, t, "alice", 3) == 0;
+  is_int(admitted, 3, "a token's requests up to its share are admitted");
+  ok(cell_request_begin(&cfg, 3, "alice", 3) < 0, "one more of the same token is refused");
+  ok(cell_request_begin(&cfg, 3, "bob", 3) == 0, "another token's is not");
+  cell_responder_index(2);
+  ok(cell_request_begin(&cfg, 7, "alice", 3) < 0, "the count is the cell's: another responder refuses it too");
+  cell_responder_index(0);
+  cell_request_end(1);
+  cell_responder_index(2);
+  ok(cell_request_begin(&cfg, 7, "alice", 3) == 0, "once one has ended, the next is admitted");
+  ok(cell_request_begin(&cfg, 6, "alice", 3) < 0, "and the share holds again");
+  cell_responder_reset(2);
+  ok(cell_request_begin(&cfg, 6, "alice", 3) == 0, "a responder that died takes its requests with it");
+  ok(cell_request_begin(&cfg, 5, "", 0) == 0 && cell_request_begin(&cfg, 4, NULL, 0) == 0,
+     "a request without a token (an endpoint) is not counted");
+  cell_responder_reset(0);
+  cell_responder_reset(2);
+}
+
 int main(void) {
   harness_setup(&h);
   mcp_error_t err = NULL;
@@ -173,6 +200,7 @@ int main(void) {
   no_cell_tests();
   forward_tests();
   in_flight_tests();
+  requests_tests();
   drain_tests();
   harness_teardown(&h);
   return done_testing();

@@ -128,13 +128,22 @@ static void plan_tests(void) {
   cfg.max_concurrent = 8;
   cfg.token_max_sessions = cfg.token_max_concurrent = 0;
   put("token-policy", "solo\n");
+  cfg.responders = 4;
+  cfg.responder_threads = 8;
+  cfg.token_max_requests = 0;
   int r = policy_for(&cfg, "solo", &tp, &err);
-  ok(r == 0 && tp.max_sessions == 256 && tp.max_concurrent == 8,
-     "fair share: one token may use all (%d sessions, %d calls)", tp.max_sessions, tp.max_concurrent);
-  put("token-policy", "# names\nalpha\nbeta\n");
-  r = policy_for(&cfg, "beta", &tp, &err);
-  ok(r == 0 && tp.max_sessions == 128 && tp.max_concurrent == 4,
-     "fair share: two tokens, half each (%d sessions, %d calls)", tp.max_sessions, tp.max_concurrent);
+  ok(r == 0 && tp.max_sessions == 256 && tp.max_concurrent == 8 && tp.max_requests == 32,
+     "fair share: one token may use all (%d sessions, %d calls, %d requests)", tp.max_sessions, tp.max_concurrent,
+     tp.max_requests);
+  put("token-policy", "# names\nalpha\nbeta max_requests=5\n");
+  r = policy_for(&cfg, "alpha", &tp, &err);
+  ok(r == 0 && tp.max_sessions == 128 && tp.max_concurrent == 4 && tp.max_requests == 16,
+     "fair share: two tokens, half each (%d sessions, %d calls, %d of the 32 responder threads)", tp.max_sessions,
+     tp.max_concurrent, tp.max_requests);
+  ok(policy_for(&cfg, "beta", &tp, &err) == 0 && tp.max_requests == 5, "max_requests= in the tokens file");
+  cfg.token_max_requests = 9;
+  ok(policy_for(&cfg, "alpha", &tp, &err) == 0 && tp.max_requests == 9, "token_max_requests replaces the share");
+  cfg.token_max_requests = 0;
   put("token-policy", "t0\nt1\nt2\nt3\nt4\nt5\nt6\nt7\nt8\nt9 max_concurrent=3\n");
   r = policy_for(&cfg, "t4", &tp, &err);
   ok(r == 0 && tp.max_sessions == 64 && tp.max_concurrent == 2,
