@@ -56,7 +56,7 @@ int cell_request_begin(const struct mcp_config *cfg, int thread, const char *tok
    * each sees the other. */
   atomic_store(mine, h);
   int responders = cfg->responders < CELL_RESPONDERS_MAX ? cfg->responders : CELL_RESPONDERS_MAX;
-  int threads = cfg->responder_threads < CELL_THREADS_MAX ? cfg->responder_threads : CELL_THREADS_MAX;
+  int threads = cfg->responder_threads + 1 < CELL_THREADS_MAX ? cfg->responder_threads + 1 : CELL_THREADS_MAX;
   int n = 0;
   for (int r = 0; r < responders; r++)
     for (int t = 0; t < threads; t++)

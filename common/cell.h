@@ -36,7 +36,8 @@ void cell_responder_index(int i);
 /* Master: responder i died, and the calls and requests it counted with
  * it. */
 void cell_responder_reset(int i);
-/* Thread `thread` of this responder (0 to responder_threads - 1) starts
+/* Thread `thread` of this responder (0 to responder_threads: the endpoints'
+ * thread is one more) starts
  * serving a request of the token named `token`: 0 when the token then has
  * at most `share` requests in progress in this cell (its responders'
  * threads), else -1 and nothing counted.  Two requests that start at once

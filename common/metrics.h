@@ -61,7 +61,7 @@ enum egress_verdict {
 
 #define METRIC_BUCKETS 12
 #define CELL_RESPONDERS_MAX 256 /* fcgi/main.c's MAX_RESPONDERS */
-#define CELL_THREADS_MAX 256    /* the setting responder_threads' maximum */
+#define CELL_THREADS_MAX 257    /* the setting responder_threads' maximum, and the endpoints' thread */
 #define METRIC_TOKENS 64
 #define TOKEN_NAME_MAX 65
 

@@ -251,6 +251,14 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
   return 0;
 }
 
+int config_ops_socket(const struct mcp_config *cfg, char *buf, size_t size) {
+  const char *p = cfg->fcgi_socket;
+  size_t n = strlen(p);
+  bool sock = n > 5 && strcmp(p + n - 5, ".sock") == 0;
+  int r = sock ? snprintf(buf, size, "%.*s-ops.sock", (int)(n - 5), p) : snprintf(buf, size, "%s-ops", p);
+  return r < 0 || (size_t)r >= size ? -1 : 0;
+}
+
 int config_load(struct mcp_config *cfg, mcp_error_t *err) {
   config_defaults(cfg);
   const char *sd = getenv("MCP_STATE_DIR");

@@ -37,5 +37,11 @@ void config_print(const struct mcp_config *cfg, FILE *out);
 void config_markdown(FILE *out);
 /* Join state_dir and a relative name. */
 int config_path(const struct mcp_config *cfg, char *buf, size_t size, const char *name);
+/* The FastCGI socket of the endpoints without a token (/healthz, /cell,
+ * /metrics) beside fcgi_socket: its name with "-ops" before a ".sock"
+ * ending (fcgi.sock: fcgi-ops.sock), or after it.  Each responder serves
+ * it with a thread of its own, so that probes and scrapes are answered
+ * while every other thread holds a request.  -1 when too long. */
+int config_ops_socket(const struct mcp_config *cfg, char *buf, size_t size);
 
 #endif

@@ -73,6 +73,8 @@ struct master {
   struct mcp_config cfg;
   struct peer_policy peers;
   int listen_fd;
+  int ops_fd; /* config_ops_socket: the endpoints' own thread in each responder */
+  char ops_path[PATH_MAX];
   pid_t responders[MAX_RESPONDERS];
   pid_t keeper;
   int64_t restarts_window_start;
@@ -83,13 +85,14 @@ struct master {
 static int run_keeper(void *arg) {
   struct master *m = arg;
   close(m->listen_fd);
+  close(m->ops_fd);
   return keeper_main(&m->cfg);
 }
 
 static int run_responder(void *arg) {
   struct master *m = arg;
   cell_responder_index(m->spawning);
-  return responder_main(&m->cfg, &m->peers, m->listen_fd);
+  return responder_main(&m->cfg, &m->peers, m->listen_fd, m->ops_fd);
 }
 
 static pid_t spawn(struct master *m, bool keeper, int index) {
@@ -103,8 +106,7 @@ static pid_t spawn(struct master *m, bool keeper, int index) {
   return pid;
 }
 
-static int open_socket(struct master *m) {
-  const char *path = m->cfg.fcgi_socket;
+static int open_socket(struct master *m, const char *path, int *out) {
   char dir[PATH_MAX];
   snprintf(dir, sizeof(dir), "%s", path);
   char *slash = strrchr(dir, '/');
@@ -134,7 +136,7 @@ static int open_socket(struct master *m) {
     unlink(path);
     return -1;
   }
-  m->listen_fd = fd;
+  *out = fd;
   return 0;
 }
 
@@ -168,7 +170,11 @@ static int prepare(struct master *m) {
     m->cfg.cgroup_parent[0] = '\0';
     setenv("MCP_CGROUP_PARENT", "", 1); /* the supervisors read their configuration again */
   }
-  return open_socket(m);
+  if (config_ops_socket(&m->cfg, m->ops_path, sizeof(m->ops_path)) < 0) {
+    fprintf(stderr, "mcp-server: fcgi_socket is too long\n");
+    return -1;
+  }
+  return open_socket(m, m->cfg.fcgi_socket, &m->listen_fd) < 0 ? -1 : open_socket(m, m->ops_path, &m->ops_fd);
 }
 
 /* Too many restarts in a short time means a broken setup: slow down. */
@@ -303,6 +309,7 @@ static void stop_all(struct master *m) {
   keeper_reap_orphans(&m->cfg);
   stop_children(m, false, STOP_GRACE_MS);
   unlink(m->cfg.fcgi_socket);
+  unlink(m->ops_path);
   mcp_error_t err = NULL;
   if (strcmp(m->cfg.backend, "runsc") == 0 && cgroups_remove_parent(&m->cfg, &err) < 0) {
     fprintf(stderr, "mcp-server: %s\n", err->msg);

@@ -88,7 +88,7 @@ struct guard {
   int64_t deadline; /* now_ms() based */
 };
 
-#define MAX_GUARDS 256
+#define MAX_GUARDS CELL_THREADS_MAX
 #define REQUEST_DEADLINE_MS 60000 /* a request that is not a call */
 #define WATCHDOG_TICK_MS 250
 
@@ -400,7 +400,7 @@ static void *worker_loop(void *arg) {
   return NULL;
 }
 
-int responder_main(const struct mcp_config *cfg, const struct peer_policy *peers, int listen_fd) {
+int responder_main(const struct mcp_config *cfg, const struct peer_policy *peers, int listen_fd, int ops_fd) {
   struct sigaction sa = {.sa_handler = on_term}; /* no SA_RESTART: accept() returns EINTR */
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
@@ -430,14 +430,19 @@ int responder_main(const struct mcp_config *cfg, const struct peer_policy *peers
   pthread_t wd;
   if (pthread_create(&wd, NULL, watchdog, NULL) == 0)
     pthread_detach(wd);
+  /* The endpoints without a token (/healthz, /cell, /metrics) come on a
+   * socket of their own, served by a thread of their own: a probe is
+   * answered while every other thread holds a request. */
+  pthread_mutex_t ops_lock = PTHREAD_MUTEX_INITIALIZER;
+  struct worker ops = {.cfg = cfg, .peers = peers, .store = &st, .listen_fd = ops_fd, .accept_lock = &ops_lock};
   int n = cfg->responder_threads;
-  for (int i = 1; i < n; i++) {
+  for (int i = 0; i < n; i++) {
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 1 << 20);
-    if (pthread_create(&t, &attr, worker_loop, &w) != 0)
+    if (pthread_create(&t, &attr, worker_loop, i == 0 ? &ops : &w) != 0)
       fprintf(stderr, "responder: only %d threads\n", i);
     pthread_attr_destroy(&attr);
   }

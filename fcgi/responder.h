@@ -28,6 +28,6 @@ struct peer_policy {
  * could talk to the responders: the master then refuses to start. */
 int peer_policy_load(const struct mcp_config *cfg, struct peer_policy *p);
 
-int responder_main(const struct mcp_config *cfg, const struct peer_policy *peers, int listen_fd);
+int responder_main(const struct mcp_config *cfg, const struct peer_policy *peers, int listen_fd, int ops_fd);
 
 #endif

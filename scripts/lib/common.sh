@@ -269,7 +269,7 @@ render_nginx() {
   # points at this script's output (a daemon nginx keeps standard error,
   # not standard output).
   sed -e "s|@STATE_DIR@|$MCP_STATE_DIR|g" -e "s|@RUNTIME_DIR@|$rt|g" -e "s|@LISTEN@|$listen|g" \
-    -e "s|@TLS_CONFIG@|$tls|g" -e "s|@MAX_BODY@|$max_body|g" -e "s|@FCGI_SOCKET@|$rt/fcgi.sock|g" \
+    -e "s|@TLS_CONFIG@|$tls|g" -e "s|@MAX_BODY@|$max_body|g" -e "s|@FCGI_SOCKET@|$rt/fcgi.sock|g" -e "s|@FCGI_OPS_SOCKET@|$rt/fcgi-ops.sock|g" \
     -e "s|@NGINX_USER@|${MCP_NGINX_USER:-www-data}|g" -e "s|@NGINX_DAEMON@|${MCP_NGINX_DAEMON:-on}|g" \
     -e "s|@METRICS_PORT@|$(metrics_port)|g" -e "s|@METRICS_HOST@|${MCP_METRICS_HOST:-127.0.0.1}|g" \
     -e "s|@CELL_HEADER@|$cell_header|g" -e "s|@CELL@|$cell|g" \

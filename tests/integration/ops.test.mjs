@@ -19,7 +19,8 @@ import {
   randomToken,
   scrapeMetrics as metrics,
 } from './lib/common.mjs';
-import { effectiveConfig } from './lib/host.mjs';
+import { effectiveConfig, sleep } from './lib/host.mjs';
+import { RawSession, request } from './lib/rpc.mjs';
 
 const STATE = process.env.MCP_STATE_DIR;
 const opts = { timeout: TEST_TIMEOUT_MS };
@@ -33,6 +34,48 @@ test('/healthz answers 200 with a JSON status', opts, async () => {
   const r = await rawRequest('GET', at('/healthz'));
   assert.equal(r.status, 200, r.body);
   assert.deepEqual(JSON.parse(r.body), { status: 'ok', reason: 'ok' });
+});
+
+test('the endpoints are answered while every other responder thread holds a request (a socket and a thread of their own)', hostOpts, async (t) => {
+  const cfg = effectiveConfig();
+  const threads = cfg.responders * cfg.responder_threads;
+  const s = new RawSession({ name: 'ops-threads' });
+  assert.equal((await s.init()).status, 200);
+  const streamed = { Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': '2025-11-25' };
+  try {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call',
+      params: { name: 'execute_python', arguments: { code: 'import time; time.sleep(8); print("done")' } } });
+    let callEnded = 0;
+    const call = request('POST', s.headers(streamed), body).then((r) => { callEnded = Date.now(); return r; });
+    // The call's stream record names its events (fcgi/stream.h).
+    const dir = path.join(STATE, 'sessions', s.sid, 'streams');
+    let prefix;
+    for (let i = 0; i < 100 && !prefix; i++) {
+      await sleep(100);
+      prefix = fs.existsSync(dir) ? fs.readdirSync(dir).find((n) => /^[0-9a-f]{12}$/.test(n)) : undefined;
+    }
+    assert.ok(prefix, 'the call has a stream record');
+    // More resumes of its stream than the responders have threads: each
+    // waits for the call in a thread of its own, the rest in the queue.
+    const resumes = Array.from({ length: threads + 4 }, () =>
+      request('GET', s.headers({ Accept: 'text/event-stream', 'MCP-Protocol-Version': '2025-11-25', 'Last-Event-ID': `${prefix}-0` })));
+    await sleep(1500);
+    const asked = Date.now();
+    const h = await rawRequest('GET', at('/healthz'));
+    const c = await rawRequest('GET', new URL('/cell', METRICS_URL).href);
+    const m = await rawRequest('GET', new URL('/metrics', METRICS_URL).href);
+    const answered = Date.now();
+    t.diagnostic(`${threads} responder threads, ${threads + 5} requests holding or waiting for them: /healthz, /cell and /metrics answered in ${answered - asked} ms`);
+    assert.equal(h.status, 200, `/healthz: ${h.body}`);
+    assert.equal(c.status, 200, `/cell: ${c.body}`);
+    assert.equal(m.status, 200, '/metrics');
+    assert.ok(callEnded === 0, 'answered while the call, and the resumes waiting for it, held every other thread');
+    const r = await call;
+    assert.match(r.body, /done/, 'the call answered');
+    for (const x of await Promise.all(resumes)) assert.ok([200, 404].includes(x.status), `a resume: HTTP ${x.status} ${x.body}`);
+  } finally {
+    await s.del();
+  }
 });
 
 test('metrics change as calls happen', opts, async () => {

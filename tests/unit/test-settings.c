@@ -269,6 +269,13 @@ static void path_tests(void) {
   is_int(config_path(&c, buf, sizeof(buf), "sessions"), 0, "config_path");
   is_str(buf, "/var/lib/mcp-sandbox/sessions", "joins state_dir and the name");
   is_int(config_path(&c, buf, 10, "sessions"), -ENAMETOOLONG, "refuses to truncate");
+  snprintf(c.fcgi_socket, sizeof(c.fcgi_socket), "/run/mcp-sandbox/fcgi.sock");
+  ok(config_ops_socket(&c, buf, sizeof(buf)) == 0 && strcmp(buf, "/run/mcp-sandbox/fcgi-ops.sock") == 0,
+     "the endpoints' socket: -ops before .sock (%s)", buf);
+  snprintf(c.fcgi_socket, sizeof(c.fcgi_socket), "/run/x/responders");
+  ok(config_ops_socket(&c, buf, sizeof(buf)) == 0 && strcmp(buf, "/run/x/responders-ops") == 0,
+     "or after a name without .sock (%s)", buf);
+  ok(config_ops_socket(&c, buf, 12) < 0, "and never cut short");
 
   char *out = NULL;
   size_t len = 0;
