@@ -36,14 +36,14 @@ void cell_responder_index(int i);
 /* Master: responder i died, and the calls and requests it counted with
  * it. */
 void cell_responder_reset(int i);
-/* Thread `thread` of this responder (0 to responder_threads: the endpoints'
- * thread is one more) starts
- * serving a request of the token named `token`: 0 when the token then has
- * at most `share` requests in progress in this cell (its responders'
- * threads), else -1 and nothing counted.  Two requests that start at once
- * may both be refused at the edge, never both admitted beyond it.  So one
- * tenant cannot hold every responder thread, whose requests (calls waiting
- * in line, streams, resumes) would leave the others' in nginx's queue. */
+/* Thread `thread` of this responder (0 to responder_threads: the
+ * endpoints' thread is one more) starts serving a request of the token
+ * named `token`: 0 when the token then has at most `share` requests in
+ * progress in this cell (its responders' threads), else -1 and nothing
+ * counted.  Two requests that start at once may both be refused at the
+ * edge, never both admitted beyond it.  So one tenant cannot hold every
+ * responder thread, whose requests (calls waiting in line, streams,
+ * resumes) would leave the others' in nginx's queue. */
 int cell_request_begin(const struct mcp_config *cfg, int thread, const char *token, int share);
 void cell_request_end(int thread);
 /* A tools/call starts or ends in a responder. */

@@ -13,8 +13,8 @@
  * token_max_concurrent or token_max_requests, and when that is 0 its fair
  * share: the larger of a quarter of the global limit and an equal share
  * among the configured tokens (one token alone gets the whole).  The
- * global limit of requests is the responders' threads.  Options this file does not know
- * are kept for their readers.
+ * global limit of requests is the responders' threads.  Options this file
+ * does not know are kept for their readers.
  *
  * The file is read again when it changes (by its inode, size and mtime); a
  * missing file means one token and no options.  Thread-safe. */
