@@ -149,8 +149,7 @@ int policy_for(const struct mcp_config *cfg, const char *name, struct token_poli
     concurrent =
         cfg->token_max_concurrent > 0 ? cfg->token_max_concurrent : policy_fair_share(cfg->max_concurrent, out->tokens);
   if (requests == 0)
-    requests = cfg->token_max_requests > 0 ? cfg->token_max_requests
-                                           : policy_fair_share(cfg->responders * cfg->responder_threads, out->tokens);
+    requests = cfg->token_max_requests;
   out->max_sessions = sessions;
   out->max_concurrent = concurrent;
   out->max_requests = requests;

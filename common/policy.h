@@ -12,9 +12,9 @@
  * A token without an option gets the setting token_max_sessions,
  * token_max_concurrent or token_max_requests, and when that is 0 its fair
  * share: the larger of a quarter of the global limit and an equal share
- * among the configured tokens (one token alone gets the whole).  The
- * global limit of requests is the responders' threads.  Options this file
- * does not know are kept for their readers.
+ * among the configured tokens (one token alone gets the whole); requests
+ * have no fair share (0: no bound of ours).  Options this file does not
+ * know are kept for their readers.
  *
  * The file is read again when it changes (by its inode, size and mtime); a
  * missing file means one token and no options.  Thread-safe. */
@@ -31,7 +31,7 @@
 struct token_policy {
   int max_sessions;   /* resolved: at least 1 */
   int max_concurrent; /* resolved: at least 1 */
-  int max_requests;   /* resolved: at least 1 */
+  int max_requests;   /* resolved: 0 when none */
   int tokens;         /* tokens in the policy file (1 when there is none) */
 };
 

@@ -165,8 +165,9 @@ static int read_body(FCGX_Request *r, const struct mcp_config *cfg, struct buf *
 }
 
 /* A token's requests in progress in this cell, each in a responder
- * thread, are bounded by its policy's max_requests (common/cell.h): beyond
- * it, 429 at once, before the body is read.  False when refused. */
+ * thread, are bounded by its policy's max_requests when it has one
+ * (common/cell.h): beyond it, 429 at once, before the body is read.  False
+ * when refused. */
 static bool token_admitted(const struct mcp_config *cfg, int thread, const char *token, struct http_sink *sink) {
   struct token_policy pol;
   mcp_error_t err = NULL;
@@ -174,7 +175,7 @@ static bool token_admitted(const struct mcp_config *cfg, int thread, const char 
     mcp_error_log_release(&err, "responder: token policy");
     return true; /* the calls' own limits still hold */
   }
-  if (cell_request_begin(cfg, thread, token, pol.max_requests) == 0)
+  if (pol.max_requests <= 0 || cell_request_begin(cfg, thread, token, pol.max_requests) == 0)
     return true;
   static const char *const retry[] = {"Retry-After: 1", NULL};
   char body[320];

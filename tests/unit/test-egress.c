@@ -128,17 +128,15 @@ static void plan_tests(void) {
   cfg.max_concurrent = 8;
   cfg.token_max_sessions = cfg.token_max_concurrent = 0;
   put("token-policy", "solo\n");
-  cfg.responders = 4;
-  cfg.responder_threads = 8;
   cfg.token_max_requests = 0;
   int r = policy_for(&cfg, "solo", &tp, &err);
-  ok(r == 0 && tp.max_sessions == 256 && tp.max_concurrent == 8 && tp.max_requests == 32,
-     "fair share: one token may use all (%d sessions, %d calls, %d requests)", tp.max_sessions, tp.max_concurrent,
-     tp.max_requests);
+  ok(r == 0 && tp.max_sessions == 256 && tp.max_concurrent == 8 && tp.max_requests == 0,
+     "fair share: one token may use all (%d sessions, %d calls; requests: %d, no bound)", tp.max_sessions,
+     tp.max_concurrent, tp.max_requests);
   put("token-policy", "# names\nalpha\nbeta max_requests=5\n");
   r = policy_for(&cfg, "alpha", &tp, &err);
-  ok(r == 0 && tp.max_sessions == 128 && tp.max_concurrent == 4 && tp.max_requests == 16,
-     "fair share: two tokens, half each (%d sessions, %d calls, %d of the 32 responder threads)", tp.max_sessions,
+  ok(r == 0 && tp.max_sessions == 128 && tp.max_concurrent == 4 && tp.max_requests == 0,
+     "fair share: two tokens, half each (%d sessions, %d calls); requests have no share (%d)", tp.max_sessions,
      tp.max_concurrent, tp.max_requests);
   ok(policy_for(&cfg, "beta", &tp, &err) == 0 && tp.max_requests == 5, "max_requests= in the tokens file");
   cfg.token_max_requests = 9;
