@@ -25,6 +25,10 @@ int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t stat_mtime_ms(const struct stat *st) {
+  return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
+}
+
 void iso_time_now(char *buf, size_t size) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

@@ -57,6 +57,9 @@ static inline int steal_fd(int *fd) {
 /* Monotonic milliseconds, wall-clock seconds. */
 int64_t now_ms(void);
 int64_t wall_ms(void);
+struct stat;
+/* A file's modification time in wall_ms() terms. */
+int64_t stat_mtime_ms(const struct stat *st);
 /* The wall clock as "2026-01-31T12:34:56.789Z" (UTC, milliseconds; buf of 40). */
 void iso_time_now(char *buf, size_t size);
 

@@ -80,12 +80,21 @@ static void sweep_trash(struct store *st, int parent, const char *name, void *op
   }
 }
 
+/* A broken stream's answer waits this long for its client to come back
+ * (fcgi/stream.h): SDKs try within seconds, the router holds a resume
+ * while the session's cell restarts. */
+#define STREAM_KEEP_MS (10 * 60 * 1000)
+
+/* opaque: a bool, true on the minute's tick, when the session's stream
+ * records are swept as well. */
 static void expire_session(struct store *st, int parent, const char *name, void *opaque) {
   if (!session_id_valid(name))
     return;
   cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (dfd < 0)
     return;
+  if (*(const bool *)opaque)
+    stream_records_sweep(dfd, STREAM_KEEP_MS);
   int64_t idle_ms = (int64_t)st->cfg->idle_timeout * 1000 + TOUCH_EVERY_MS;
   int64_t last = 0;
   cleanup_free char *text = NULL;
@@ -122,19 +131,6 @@ static void expire_session(struct store *st, int parent, const char *name, void 
   if (session_destroy(st, name, &err) < 0 && err->kind != MCP_ERR_NOT_FOUND && err->kind != MCP_ERR_BUSY)
     mcp_error_log_release(&err, "keeper: expire");
   mcp_error_release(&err);
-}
-
-/* A broken stream's answer waits this long for its client to come back
- * (fcgi/stream.h): SDKs try within seconds, the router holds a resume
- * while the session's cell restarts. */
-#define STREAM_KEEP_MS (10 * 60 * 1000)
-
-static void sweep_streams(struct store *st, int parent, const char *name, void *opaque) {
-  if (!session_id_valid(name))
-    return;
-  cleanup_close int dfd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (dfd >= 0)
-    stream_records_sweep(dfd, STREAM_KEEP_MS);
 }
 
 struct pool_count {
@@ -502,9 +498,8 @@ void keeper_reap_orphans(const struct mcp_config *cfg) {
 
 void keeper_tick(struct store *st, bool reap) {
   each_entry(st->trash_fd, st, sweep_trash, NULL);
-  each_entry(st->sessions_fd, st, expire_session, NULL);
+  each_entry(st->sessions_fd, st, expire_session, &reap);
   if (reap) {
-    each_entry(st->sessions_fd, st, sweep_streams, NULL);
     reap_containers(st);
     session_owners_mend(st);
   }

@@ -204,7 +204,6 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g, int
     static const char oom[] =
         "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Internal error\"}}";
     http_send(&sink, 500, "application/json", NULL, oom, sizeof(oom) - 1);
-    cell_request_end(thread);
     return;
   }
   struct http_request req = {
@@ -228,7 +227,6 @@ static void serve_one(struct mcp_ctx *ctx, FCGX_Request *r, struct guard *g, int
       .body_too_large = too_large,
   };
   mcp_serve(ctx, &req, &sink);
-  cell_request_end(thread);
 }
 
 /* ---- who may talk to us ---- */
@@ -393,6 +391,7 @@ static void *worker_loop(void *arg) {
     atomic_fetch_add(&busy, 1);
     guard_watch(g, r.ipcFd);
     serve_one(&ctx, &r, g, slot);
+    cell_request_end(slot); /* its token's count, when it was admitted */
     FCGX_Finish_r(&r);
     guard_watch(g, -1);
     if (atomic_fetch_sub(&busy, 1) == 1 && atomic_load(&stop_requested))

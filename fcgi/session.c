@@ -380,7 +380,7 @@ static void note_time(int dirfd, const char *name, int64_t *last_ms) {
   struct stat st;
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return;
-  int64_t t = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+  int64_t t = stat_mtime_ms(&st);
   if (t > *last_ms)
     *last_ms = t;
 }

@@ -121,7 +121,7 @@ void stream_records_sweep(int session_dirfd, int64_t keep_ms) {
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
     struct stat sb;
     if (e->d_name[0] == '.' || fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode) ||
-        now - ((int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000) < keep_ms)
+        now - stat_mtime_ms(&sb) < keep_ms)
       continue;
     cleanup_close int rfd = openat(fd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (rfd >= 0 && !lock_held_elsewhere(rfd)) /* a call still running keeps its record */

@@ -96,7 +96,7 @@ static int64_t mtime_ms(int dirfd, const char *name) {
   struct stat st;
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return 0;
-  return (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+  return stat_mtime_ms(&st);
 }
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
