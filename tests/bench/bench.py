@@ -604,6 +604,13 @@ def new_session(c, _item=None, code=PRINT1, expect="1\n"):
     return sid
 
 
+def new_persistent_session(c, _item=None):
+    """A session whose Python interpreter has started (its first cell)."""
+    sid = c.initialize()
+    c.call(sid, PRINT1, expect="1\n", persistent=True)
+    return sid
+
+
 def progress(label, i, n, every=10):
     if i == n or i % every == 0:
         print("\r  %s: %d/%d" % (label, i, n), end="\n" if i == n else "", file=sys.stderr, flush=True)
@@ -1065,31 +1072,44 @@ class Bench:
 
     def phase_throughput(self):
         n = 16
-        # Short rounds, alternated (host, service, service, host, ...), so that
-        # the other work on the machine weighs on both alike.
+        # Short rounds, the kinds in turn (host, service, persistent cells;
+        # then rotated), so that the other work on the machine weighs on
+        # all alike.
         duration = 3.0 if self.quick else 5.0
         rounds = 2 if self.quick else 4
-        log("C: throughput, %d concurrent sessions vs %d concurrent host processes, %d round(s) of %.0f s each"
-            % (n, n, rounds, duration))
+        log("C: throughput, %d concurrent sessions vs %d concurrent host processes, and %d sessions calling "
+            "persistent cells, %d round(s) of %.0f s each" % (n, n, n, rounds, duration))
         sids, errors = run_parallel(self.ep, list(range(n)), new_session, workers=4)
         if errors or any(s is None for s in sids):
             raise BenchError("could not create %d sessions: %s" % (n, errors[:3]))
         self.sessions.update(sids)
-        self.throughput_sids = sids
+        # Sessions of their own for the persistent cells: a live
+        # interpreter holds its sandbox without spares, which would change
+        # the fresh calls of a session shared with them.  Their first cell
+        # (the interpreter's start) is not timed.
+        psids, errors = run_parallel(self.ep, list(range(n)), new_persistent_session, workers=4)
+        self.sessions.update(s for s in psids if s is not None)
+        if errors or any(s is None for s in psids):
+            raise BenchError("could not create %d sessions with a persistent interpreter: %s" % (n, errors[:3]))
         # The calls of these sessions are measured, not the boots of the
         # sandboxes the keeper starts in the pool after them.
         self.svc.wait_pool()
         ep = self.ep
 
-        def svc_setup(i):
+        def svc_setup(i, which=sids):
             c = Client(ep)
-            c.ping(sids[i])
-            return (c, sids[i])
+            c.ping(which[i])
+            return (c, which[i])
 
         def svc_op(ctx):
             c, sid = ctx
             c.fresh()
             return timed(lambda: c.call(sid, PRINT1, expect="1\n"))[0]
+
+        def pers_op(ctx):
+            c, sid = ctx
+            c.fresh()
+            return timed(lambda: c.call(sid, PRINT1, expect="1\n", persistent=True))[0]
 
         def host_setup(i):
             return None
@@ -1097,15 +1117,15 @@ class Bench:
         def host_op(_):
             return run_timed(["/usr/bin/python3", "-c", PRINT1], reap=False)
 
+        kinds = [("host", host_setup, host_op), ("service", svc_setup, svc_op),
+                 ("persistent", lambda i: svc_setup(i, psids), pers_op)]
         for r in range(rounds):
-            order = [("host", host_setup, host_op), ("service", svc_setup, svc_op)]
-            if r % 2:
-                order.reverse()
-            for name, setup, op in order:
+            for name, setup, op in kinds[r % 3:] + kinds[:r % 3]:
                 rate, lat = self.workers(n, setup, op, duration)
                 self.add("tput_" + name, rate)
                 self.samples.setdefault("tput_%s_lat" % name, []).extend(lat)
                 log("  %s: %.1f/s" % (name, rate))
+        self.end_sessions(psids)
 
     # -- F: CPU per back-to-back call, and where it goes
 
@@ -1119,6 +1139,11 @@ class Bench:
         rounds = 2 if self.quick else 3
         log("F: CPU per back-to-back print(1) call, %d calls x %d rounds, beside host python3" % (n, rounds))
         c, sid = self.c, self.warm_sid
+        # The same call as a persistent cell, in a session of its own (a
+        # live interpreter holds its sandbox without spares).
+        c.fresh()
+        psid = new_persistent_session(c)
+        self.sessions.add(psid)
         # The whole machine's CPU is counted: not the pool's refill after
         # the sessions made before (a boot is about 1 s of a core) nor what
         # those sessions do after their last calls (spares forked, the
@@ -1128,9 +1153,18 @@ class Bench:
         hz = os.sysconf("SC_CLK_TCK")
         groups = CpuGroups(self.svc, sid)
         breakdown = {}
+        kinds = ["service", "host", "persistent"]
         for r in range(rounds):
-            for what in (("service", "host") if r % 2 == 0 else ("host", "service")):
-                if what == "service":
+            for what in kinds[r % 3:] + kinds[:r % 3]:
+                if what == "persistent":
+                    c.fresh()
+                    c.call(psid, PRINT1, expect="1\n", persistent=True)
+                    all0 = machine_ticks()
+                    for _ in range(n):
+                        self.add("pers_b2b_run",
+                                 timed(lambda: c.call(psid, PRINT1, expect="1\n", persistent=True))[0])
+                    self.add("cpu_pers_ms", (machine_ticks() - all0) * 1000.0 / hz / n)
+                elif what == "service":
                     c.fresh()
                     c.call(sid, PRINT1, expect="1\n")
                     procs0, all0 = process_ticks(), machine_ticks()
@@ -1150,6 +1184,7 @@ class Bench:
                     self.add("cpu_host_ms", (machine_ticks() - all0) * 1000.0 / hz / n)
         self.info["cpu_breakdown_ms_per_call"] = {g: round(t * 1000.0 / hz / (n * rounds), 2)
                                                   for g, t in sorted(breakdown.items(), key=lambda x: -x[1])}
+        self.end_sessions([psid])
 
     # -- D: tools/list
 
@@ -1518,6 +1553,10 @@ def report(b, started, path):
                                verdict(7, "b2b_vs_host", r, "<=", 1.2, "back-to-back warm call / host process"))
     lat("warm_b2b_run", "  same, in a run of 100 back to back (info)")
     rows[-1] = rows[-1][:3] + (ratio_str(div(m("warm_b2b_run"), host), "host"), "", "")
+    # A persistent cell (README: persistent interpreters) needs no
+    # process of its own: what a program that does not pause can use.
+    lat("pers_b2b_run", "  persistent cell print(1), a run of 100 back to back (info)")
+    rows[-1] = rows[-1][:3] + (ratio_str(div(m("pers_b2b_run"), host), "host"), "", "")
     lat("ping", "  ping, no sandbox (info)")
     ex = s.get("executor_ms", [])
     line("  executor duration_ms (info)", "%.0f ms" % median(ex) if ex else "-", "%.0f ms" % p90(ex) if ex else "-",
@@ -1563,6 +1602,13 @@ def report(b, started, path):
     rows[-1] = rows[-1][:3] + (ratio_str(r, "host p90"), "p90 <= 2x host p90",
                                verdict(7, "loaded_p90_vs_host", r, "<=", 2.0,
                                        "p90 of calls under 16 concurrent sessions / p90 of 16 host processes"))
+    tp = m("tput_persistent")
+    line("  sessions calling persistent cells (info)", "%.1f /s" % tp if tp else "-", "",
+         ratio_str(div(tp, th), "host"))
+    lat("tput_persistent_lat", "  persistent cell latency under load (info)")
+    r = div(p90(s["tput_persistent_lat"]) if s.get("tput_persistent_lat") else None,
+            p90(s["tput_host_lat"]) if s.get("tput_host_lat") else None)
+    rows[-1] = rows[-1][:3] + (ratio_str(r, "host p90"), "", "")
     line("  CPU of the machine per back-to-back call")
     cc, ch = m("cpu_call_ms"), m("cpu_host_ms")
     line("    host python3 process (info)", "%.1f ms" % ch if ch is not None else "-")
@@ -1574,6 +1620,9 @@ def report(b, started, path):
          verdict(7, "cpu_per_call", cc, "<=", 35.0, "ms of CPU (all cores) per back-to-back print(1) call"))
     for g, v in (b.info.get("cpu_breakdown_ms_per_call") or {}).items():
         line("      %s (info)" % g, "%.2f ms" % v)
+    cp = m("cpu_pers_ms")
+    line("    persistent cell print(1), all processes (info)", "%.1f ms" % cp if cp is not None else "-", "",
+         ratio_str(div(cp, ch), "host"))
     n_alive = b.info.get("sessions_alive")
     line("5. memory, %s idle sessions" % (n_alive if n_alive is not None else "-"))
     pm = b.info.get("per_session_mem_available_mib")
