@@ -59,6 +59,24 @@ int log_open(const char *path) {
   return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 
+cJSON *log_entry_new(void) {
+  char when[40];
+  iso_time_now(when, sizeof(when));
+  cJSON *o = cJSON_CreateObject();
+  if (o != NULL)
+    cJSON_AddStringToObject(o, "time", when);
+  return o;
+}
+
+int log_entry_write(int fd, const cJSON *entry) {
+  cleanup_free char *line = entry != NULL ? cJSON_PrintUnformatted(entry) : NULL;
+  if (line == NULL)
+    return -ENOMEM;
+  size_t len = strlen(line);
+  line[len] = '\n'; /* the NUL goes: exactly len + 1 bytes */
+  return write_all(fd, line, len + 1);
+}
+
 ssize_t read_some(int fd, void *buf, size_t len) {
   for (;;) {
     ssize_t r = read(fd, buf, len);

@@ -71,6 +71,13 @@ int write_all(int fd, const void *buf, size_t len);
  * 0600, never through a symlink.  A descriptor (close-on-exec), or -1 and
  * errno. */
 int log_open(const char *path);
+/* A log entry (audit_log, egress_log): a JSON object whose first member is
+ * "time" (iso_time_now), for the caller to fill. */
+cJSON *log_entry_new(void);
+/* The entry as one line (unformatted, a newline after it) in one write:
+ * with O_APPEND, lines of concurrent writers never interleave (on a pipe,
+ * lines of up to PIPE_BUF bytes).  0 or -errno. */
+int log_entry_write(int fd, const cJSON *entry);
 /* Read up to len bytes, retrying on EINTR; returns bytes read (0 at EOF) or -errno. */
 ssize_t read_some(int fd, void *buf, size_t len);
 

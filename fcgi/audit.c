@@ -23,12 +23,10 @@ static volatile sig_atomic_t reopen_requested;
 void audit_reopen(void) { reopen_requested = 1; }
 
 static cJSON *entry_json(const struct rpc_call *c, const struct audit_entry *e) {
-  char when[40], sha[65];
-  iso_time_now(when, sizeof(when));
+  char sha[65];
   const char *code = e->code ? e->code : "";
   sha256_hex(code, strlen(code), sha);
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "time", when);
+  cJSON *o = log_entry_new();
   cJSON_AddStringToObject(o, "request_id", c->http->request_id ? c->http->request_id : "");
   cJSON_AddStringToObject(o, "session_id", c->session ? c->session->id : "");
   cJSON_AddStringToObject(o, "token", c->http->token_id ? c->http->token_id : "");
@@ -58,11 +56,6 @@ void audit_call(const struct rpc_call *c, const struct audit_entry *e) {
   if (path[0] == '\0')
     return;
   cleanup_cjson cJSON *o = entry_json(c, e);
-  cleanup_free char *line = cJSON_PrintUnformatted(o);
-  if (line == NULL)
-    return;
-  size_t len = strlen(line);
-  line[len] = '\n'; /* the NUL goes: write exactly len + 1 bytes */
   pthread_mutex_lock(&lock);
   if (reopen_requested && fd >= 0) {
     close(fd);
@@ -71,9 +64,8 @@ void audit_call(const struct rpc_call *c, const struct audit_entry *e) {
   reopen_requested = 0;
   if (fd < 0)
     fd = log_open(path);
-  /* One write per line with O_APPEND: lines of concurrent responders
-   * never interleave (on a pipe, lines of up to PIPE_BUF bytes). */
-  if (fd >= 0 && write_all(fd, line, len + 1) < 0)
-    fprintf(stderr, "audit: cannot write %s: %s\n", path, strerror(errno));
+  int r;
+  if (fd >= 0 && (r = log_entry_write(fd, o)) < 0)
+    fprintf(stderr, "audit: cannot write %s: %s\n", path, strerror(-r));
   pthread_mutex_unlock(&lock);
 }

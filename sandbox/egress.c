@@ -477,15 +477,7 @@ static void unregister(struct egress *e, struct egress_conn *c) {
 static void audit_line(struct egress *e, const struct egress_conn *c) {
   if (e->cfg->egress_log[0] == '\0')
     return;
-  char when[40];
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  struct tm tm;
-  gmtime_r(&ts.tv_sec, &tm);
-  size_t n = strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(when + n, sizeof(when) - n, ".%03ldZ", ts.tv_nsec / 1000000);
-  cleanup_cjson cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "time", when);
+  cleanup_cjson cJSON *o = log_entry_new();
   cJSON_AddStringToObject(o, "session_id", e->session);
   cJSON_AddStringToObject(o, "token", e->token);
   cJSON_AddStringToObject(o, "host", c->host);
@@ -495,13 +487,9 @@ static void audit_line(struct egress *e, const struct egress_conn *c) {
   cJSON_AddNumberToObject(o, "bytes_out", (double)c->out_bytes);
   cJSON_AddNumberToObject(o, "bytes_in", (double)c->in_bytes);
   cJSON_AddNumberToObject(o, "duration_ms", (double)(now_ms() - c->started));
-  cleanup_free char *line = cJSON_PrintUnformatted(o);
   cleanup_close int fd = log_open(e->cfg->egress_log);
-  if (line == NULL || fd < 0)
-    return;
-  size_t len = strlen(line);
-  line[len] = '\n'; /* one write of the whole line */
-  (void)!write(fd, line, len + 1);
+  if (fd >= 0)
+    (void)log_entry_write(fd, o);
 }
 
 static void conn_close(struct egress *e, int i) {

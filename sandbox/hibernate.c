@@ -77,11 +77,8 @@ static void audit(const struct hibernation *h, const struct sandbox_ctx *sb, con
   const char *path = h->cfg->audit_log;
   if (path[0] == '\0')
     return;
-  char when[40];
-  iso_time_now(when, sizeof(when));
   const char *slash = strrchr(sb->dir, '/');
-  cleanup_cjson cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "time", when);
+  cleanup_cjson cJSON *o = log_entry_new();
   cJSON_AddStringToObject(o, "event", event);
   cJSON_AddStringToObject(o, "session_id", slash != NULL ? slash + 1 : "");
   cJSON_AddStringToObject(o, "token", h->token);
@@ -90,14 +87,10 @@ static void audit(const struct hibernation *h, const struct sandbox_ctx *sb, con
     cJSON_AddNumberToObject(o, "image_bytes", (double)bytes);
   if (why != NULL)
     cJSON_AddStringToObject(o, "reason", why);
-  cleanup_free char *line = cJSON_PrintUnformatted(o);
-  if (line == NULL)
-    return;
-  size_t len = strlen(line);
-  line[len] = '\n'; /* one write of len + 1 bytes with O_APPEND: lines never interleave (on a pipe, up to PIPE_BUF) */
   cleanup_close int fd = log_open(path);
-  if (fd < 0 || write_all(fd, line, len + 1) < 0)
-    fprintf(stderr, "mcp-sandboxd %s: cannot write the audit log %s: %s\n", sb->id, path, strerror(errno));
+  int r = fd >= 0 ? log_entry_write(fd, o) : -errno;
+  if (r < 0)
+    fprintf(stderr, "mcp-sandboxd %s: cannot write the audit log %s: %s\n", sb->id, path, strerror(-r));
 }
 
 /* ---- writing an image ---- */

@@ -282,6 +282,31 @@ static void remove_tests(void) {
   is_int(remove_tree_at(tmp_fd, "never-existed", &err), 0, "removing nothing succeeds");
 }
 
+/* log_entry_new, log_entry_write: the audit and egress logs' lines. */
+static void log_entry_tests(void) {
+  cleanup_cjson cJSON *o = log_entry_new();
+  cJSON_AddStringToObject(o, "event", "hibernated");
+  cJSON_AddNumberToObject(o, "duration_ms", 12);
+  const cJSON *first = o != NULL ? o->child : NULL;
+  ok(first != NULL && strcmp(first->string, "time") == 0, "an entry's first member is its time");
+  const char *when = cJSON_GetStringValue(first);
+  ok(when != NULL && strlen(when) == 24 && when[10] == 'T' && when[19] == '.' && when[23] == 'Z',
+     "as 2026-01-31T12:34:56.789Z: %s", when ? when : "(none)");
+  int p[2];
+  if (pipe(p) < 0)
+    bail_out("pipe");
+  is_int(log_entry_write(p[1], o), 0, "an entry is written");
+  is_int(log_entry_write(p[1], NULL), -ENOMEM, "no entry (an allocation failed): -ENOMEM, nothing written");
+  close(p[1]);
+  char got[256] = "";
+  ssize_t n = read(p[0], got, sizeof(got) - 1);
+  got[n > 0 ? n : 0] = '\0';
+  close(p[0]);
+  char want[256];
+  snprintf(want, sizeof(want), "{\"time\":\"%s\",\"event\":\"hibernated\",\"duration_ms\":12}\n", when ? when : "");
+  is_str(got, want, "one line: the object unformatted, then a newline");
+}
+
 int main(void) {
   const char *t = getenv("TMPDIR");
   snprintf(tmp, sizeof(tmp), "%s/mcp-util-XXXXXX", t && *t ? t : "/tmp");
@@ -292,6 +317,7 @@ int main(void) {
   read_tests();
   write_tests();
   log_tests();
+  log_entry_tests();
   remove_tests();
   close(tmp_fd);
   /* Whatever a failed removal left: the shell's rm as root, or ours. */
