@@ -1499,6 +1499,9 @@ def report(b, started, path):
     def m(key):
         return median(s.get(key, []))
 
+    def p90_of(key):
+        return p90(s[key]) if s.get(key) else None
+
     def line(label, med=None, p=None, ratio="", target="", verdict=""):
         rows.append((label, med or "", p or "", ratio, target, verdict))
 
@@ -1597,8 +1600,7 @@ def report(b, started, path):
          ">= 0.5x host", verdict(4, "throughput_vs_host", div(ts, th), ">=", 0.5, "calls/s over host processes/s"))
     lat("tput_host_lat", "  host latency under load")
     lat("tput_service_lat", "  call latency under load")
-    r = div(p90(s["tput_service_lat"]) if s.get("tput_service_lat") else None,
-            p90(s["tput_host_lat"]) if s.get("tput_host_lat") else None)
+    r = div(p90_of("tput_service_lat"), p90_of("tput_host_lat"))
     rows[-1] = rows[-1][:3] + (ratio_str(r, "host p90"), "p90 <= 2x host p90",
                                verdict(7, "loaded_p90_vs_host", r, "<=", 2.0,
                                        "p90 of calls under 16 concurrent sessions / p90 of 16 host processes"))
@@ -1606,8 +1608,7 @@ def report(b, started, path):
     line("  sessions calling persistent cells (info)", "%.1f /s" % tp if tp else "-", "",
          ratio_str(div(tp, th), "host"))
     lat("tput_persistent_lat", "  persistent cell latency under load (info)")
-    r = div(p90(s["tput_persistent_lat"]) if s.get("tput_persistent_lat") else None,
-            p90(s["tput_host_lat"]) if s.get("tput_host_lat") else None)
+    r = div(p90_of("tput_persistent_lat"), p90_of("tput_host_lat"))
     rows[-1] = rows[-1][:3] + (ratio_str(r, "host p90"), "", "")
     line("  CPU of the machine per back-to-back call")
     cc, ch = m("cpu_call_ms"), m("cpu_host_ms")
