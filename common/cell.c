@@ -49,8 +49,8 @@ static _Atomic uint64_t *serving_slot(struct metrics *m, int thread) {
 int cell_request_begin(const struct mcp_config *cfg, int thread, const char *token, int share) {
   struct metrics *m = metrics_get();
   _Atomic uint64_t *mine = serving_slot(m, thread);
-  if (mine == NULL || token == NULL || *token == '\0')
-    return 0; /* nothing to count it in */
+  if (share <= 0 || mine == NULL || token == NULL || *token == '\0')
+    return 0; /* no bound, or nothing to count it in */
   uint64_t h = token_hash(token);
   /* Published first, then counted with ours: of two that start at once,
    * each sees the other. */

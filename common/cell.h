@@ -39,8 +39,8 @@ void cell_responder_reset(int i);
 /* Thread `thread` of this responder (0 to responder_threads: the
  * endpoints' thread is one more) starts serving a request of the token
  * named `token`: 0 when the token then has at most `share` requests in
- * progress in this cell (its responders' threads), else -1 and nothing
- * counted.  Two requests that start at once may both be refused at the
+ * progress in this cell (its responders' threads), or when `share` is 0
+ * (no bound: nothing counted), else -1 and nothing counted.  Two requests that start at once may both be refused at the
  * edge, never both admitted beyond it.  So one tenant cannot hold every
  * responder thread, whose requests (calls waiting in line, streams,
  * resumes) would leave the others' in nginx's queue. */

@@ -175,7 +175,7 @@ static bool token_admitted(const struct mcp_config *cfg, int thread, const char 
     mcp_error_log_release(&err, "responder: token policy");
     return true; /* the calls' own limits still hold */
   }
-  if (pol.max_requests <= 0 || cell_request_begin(cfg, thread, token, pol.max_requests) == 0)
+  if (cell_request_begin(cfg, thread, token, pol.max_requests) == 0)
     return true;
   static const char *const retry[] = {"Retry-After: 1", NULL};
   char body[320];

@@ -598,17 +598,18 @@ def run_parallel(ep, items, fn, workers=4):
     return results, errors
 
 
-def new_session(c, _item=None, code=PRINT1, expect="1\n"):
+def new_session(c, _item=None, code=PRINT1, expect="1\n", persistent=False):
+    """A session that has answered a first call (persistent: its first
+    cell, which starts its Python interpreter)."""
     sid = c.initialize()
-    c.call(sid, code, expect=expect)
+    c.call(sid, code, expect=expect, persistent=persistent)
     return sid
 
 
-def new_persistent_session(c, _item=None):
-    """A session whose Python interpreter has started (its first cell)."""
-    sid = c.initialize()
-    c.call(sid, PRINT1, expect="1\n", persistent=True)
-    return sid
+def rotated(kinds, r):
+    """Round r's order of the kinds measured in turn: each comes first in
+    its round."""
+    return kinds[r % len(kinds):] + kinds[:r % len(kinds)]
 
 
 def progress(label, i, n, every=10):
@@ -1087,7 +1088,8 @@ class Bench:
         # interpreter holds its sandbox without spares, which would change
         # the fresh calls of a session shared with them.  Their first cell
         # (the interpreter's start) is not timed.
-        psids, errors = run_parallel(self.ep, list(range(n)), new_persistent_session, workers=4)
+        psids, errors = run_parallel(self.ep, list(range(n)),
+                                     lambda c, i: new_session(c, i, persistent=True), workers=4)
         self.sessions.update(s for s in psids if s is not None)
         if errors or any(s is None for s in psids):
             raise BenchError("could not create %d sessions with a persistent interpreter: %s" % (n, errors[:3]))
@@ -1120,7 +1122,7 @@ class Bench:
         kinds = [("host", host_setup, host_op), ("service", svc_setup, svc_op),
                  ("persistent", lambda i: svc_setup(i, psids), pers_op)]
         for r in range(rounds):
-            for name, setup, op in kinds[r % 3:] + kinds[:r % 3]:
+            for name, setup, op in rotated(kinds, r):
                 rate, lat = self.workers(n, setup, op, duration)
                 self.add("tput_" + name, rate)
                 self.samples.setdefault("tput_%s_lat" % name, []).extend(lat)
@@ -1142,7 +1144,7 @@ class Bench:
         # The same call as a persistent cell, in a session of its own (a
         # live interpreter holds its sandbox without spares).
         c.fresh()
-        psid = new_persistent_session(c)
+        psid = new_session(c, persistent=True)
         self.sessions.add(psid)
         # The whole machine's CPU is counted: not the pool's refill after
         # the sessions made before (a boot is about 1 s of a core) nor what
@@ -1155,7 +1157,7 @@ class Bench:
         breakdown = {}
         kinds = ["service", "host", "persistent"]
         for r in range(rounds):
-            for what in kinds[r % 3:] + kinds[:r % 3]:
+            for what in rotated(kinds, r):
                 if what == "persistent":
                     c.fresh()
                     c.call(psid, PRINT1, expect="1\n", persistent=True)

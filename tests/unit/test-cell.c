@@ -186,6 +186,8 @@ static void requests_tests(void) {
   ok(cell_request_begin(&cfg, 6, "alice", 3) < 0, "and the share holds again");
   cell_responder_reset(2);
   ok(cell_request_begin(&cfg, 6, "alice", 3) == 0, "a responder that died takes its requests with it");
+  ok(cell_request_begin(&cfg, 5, "alice", 0) == 0, "without a bound (0) a request is admitted");
+  ok(cell_request_begin(&cfg, 4, "alice", 3) < 0, "and not counted: the bound of 3 holds as before");
   ok(cell_request_begin(&cfg, 5, "", 0) == 0 && cell_request_begin(&cfg, 4, NULL, 0) == 0,
      "a request without a token (an endpoint) is not counted");
   cell_responder_reset(0);
