@@ -248,7 +248,15 @@ static int validate(struct mcp_config *cfg, mcp_error_t *err) {
     long n = cpus_usable();
     cfg->responders = (int)(n > 0 ? 2 * n : 2);
   }
+  if (cfg->responder_threads == 0)
+    cfg->responder_threads = config_auto_responder_threads(cfg->responders);
   return 0;
+}
+
+int config_auto_responder_threads(int responders) {
+  int all = MCP_NGINX_TOKEN_REQUESTS + MCP_NGINX_TOKEN_REQUESTS / 2;
+  int each = responders > 0 ? (all + responders - 1) / responders : all;
+  return each < 8 ? 8 : each > 256 ? 256 : each;
 }
 
 int config_ops_socket(const struct mcp_config *cfg, char *buf, size_t size) {

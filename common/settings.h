@@ -44,4 +44,13 @@ int config_path(const struct mcp_config *cfg, char *buf, size_t size, const char
  * while every other thread holds a request.  -1 when too long. */
 int config_ops_socket(const struct mcp_config *cfg, char *buf, size_t size);
 
+/* nginx lets one token have this many requests at once (`limit_conn
+ * mcp_token_conn` in the nginx templates; test-settings checks that they
+ * agree), and each holds a responder thread in the cell. */
+#define MCP_NGINX_TOKEN_REQUESTS 64
+/* responder_threads "auto" for `responders` processes: at least 8, and
+ * enough that all of them hold half as many again as one token may have
+ * (96): a token without max_requests leaves the others 32. */
+int config_auto_responder_threads(int responders);
+
 #endif

@@ -455,11 +455,11 @@ test('max_requests: a flood of one token\'s calls holds at most 4 responder thre
   const second = otherToken(MCP_TOKEN);
   const line = fs.readFileSync(path.join(STATE_DIR, 'tokens'), 'utf8').split('\n').find((l) => l.startsWith(second[0] + ' '));
   assert.match(line, /max_requests=4/, 'the stack gives the second token max_requests=4');
-  // More requests at once than the cell has responder threads: without the
-  // bound they would hold every thread (one runs, the others wait busy_wait
-  // in line), and the other token's ping would wait for one to end.
+  // 60 requests at once: below nginx's 64 of a token, so that every refusal
+  // is the cell's. Without the bound they would hold 60 threads (one runs,
+  // the others wait busy_wait in line); with it, 4.
   const threads = cfg.responders * cfg.responder_threads;
-  const n = threads + 8;
+  const n = 60;
   const before = await metric('mcp_requests_rejected_total{reason="token_requests"}');
   const flooder = await open('requests-flood', second[1]);
   const other = await open('requests-other');

@@ -19,7 +19,7 @@ import {
   randomToken,
   scrapeMetrics as metrics,
 } from './lib/common.mjs';
-import { effectiveConfig, sleep } from './lib/host.mjs';
+import { effectiveConfig, sleep, stackTokens } from './lib/host.mjs';
 import { RawSession, request } from './lib/rpc.mjs';
 
 const STATE = process.env.MCP_STATE_DIR;
@@ -36,45 +36,111 @@ test('/healthz answers 200 with a JSON status', opts, async () => {
   assert.deepEqual(JSON.parse(r.body), { status: 'ok', reason: 'ok' });
 });
 
+/**
+ * A session of `token` whose call sleeps `seconds`, answered as a stream.
+ * resumes(k) sends k GETs resuming that stream: each waits for the call in a
+ * responder thread of its own, or in nginx's queue when none is free.
+ */
+async function longCall(token, name, seconds) {
+  const s = new RawSession({ token, name });
+  const init = await s.init();
+  assert.equal(init.status, 200, `initialize (${name}): ${init.body}`);
+  const streamed = { Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': '2025-11-25' };
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call',
+    params: { name: 'execute_python', arguments: { code: `import time; time.sleep(${seconds}); print("done")` } } });
+  const held = { s, ended: 0 };
+  held.call = request('POST', s.headers(streamed), body).then((r) => { held.ended = Date.now(); return r; });
+  // The call's stream record names its events (fcgi/stream.h).
+  const dir = path.join(STATE, 'sessions', s.sid, 'streams');
+  let prefix;
+  for (let i = 0; i < 100 && !prefix; i++) {
+    await sleep(100);
+    prefix = fs.existsSync(dir) ? fs.readdirSync(dir).find((n) => /^[0-9a-f]{12}$/.test(n)) : undefined;
+  }
+  assert.ok(prefix, `the call of ${name} has a stream record`);
+  held.resumes = (k) => Array.from({ length: k }, () =>
+    request('GET', s.headers({ Accept: 'text/event-stream', 'MCP-Protocol-Version': '2025-11-25', 'Last-Event-ID': `${prefix}-0` })));
+  return held;
+}
+
+// nginx lets one token have 64 requests at once and answers 429 beyond
+// (nginx.conf.in, limit_conn mcp_token_conn).
+const NGINX_TOKEN_REQUESTS = 64;
+// The stack's tokens without max_requests, those without options first.
+const unboundTokens = () => stackTokens().filter(([, , o]) => !/max_requests=/.test(o))
+  .sort((x, y) => (x[2] !== '') - (y[2] !== ''));
+
 test('the endpoints are answered while every other responder thread holds a request (a socket and a thread of their own)', hostOpts, async (t) => {
   const cfg = effectiveConfig();
   const threads = cfg.responders * cfg.responder_threads;
-  const s = new RawSession({ name: 'ops-threads' });
-  assert.equal((await s.init()).status, 200);
-  const streamed = { Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': '2025-11-25' };
+  // More requests than the responders have threads. One token cannot send
+  // them (nginx's 64; the threads are more, responder_threads auto): the
+  // stack's tokens each hold a call and up to 59 resumes of its stream.
+  const perToken = NGINX_TOKEN_REQUESTS - 4;
+  const want = threads + 5;
+  const tokens = unboundTokens().slice(0, Math.ceil(want / perToken));
+  assert.ok(tokens.length * perToken >= want, `the stack has tokens enough for ${want} requests: ${tokens.length}`);
+  const held = [];
   try {
-    const body = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call',
-      params: { name: 'execute_python', arguments: { code: 'import time; time.sleep(8); print("done")' } } });
-    let callEnded = 0;
-    const call = request('POST', s.headers(streamed), body).then((r) => { callEnded = Date.now(); return r; });
-    // The call's stream record names its events (fcgi/stream.h).
-    const dir = path.join(STATE, 'sessions', s.sid, 'streams');
-    let prefix;
-    for (let i = 0; i < 100 && !prefix; i++) {
-      await sleep(100);
-      prefix = fs.existsSync(dir) ? fs.readdirSync(dir).find((n) => /^[0-9a-f]{12}$/.test(n)) : undefined;
+    for (const [name, tok] of tokens) held.push(await longCall(tok, `ops-threads-${name}`, 10));
+    const resumes = [];
+    let left = want - held.length;
+    for (const h of held) {
+      const k = Math.min(perToken - 1, left);
+      left -= k;
+      resumes.push(...h.resumes(k));
     }
-    assert.ok(prefix, 'the call has a stream record');
-    // More resumes of its stream than the responders have threads: each
-    // waits for the call in a thread of its own, the rest in the queue.
-    const resumes = Array.from({ length: threads + 4 }, () =>
-      request('GET', s.headers({ Accept: 'text/event-stream', 'MCP-Protocol-Version': '2025-11-25', 'Last-Event-ID': `${prefix}-0` })));
     await sleep(1500);
     const asked = Date.now();
     const h = await rawRequest('GET', at('/healthz'));
     const c = await rawRequest('GET', new URL('/cell', METRICS_URL).href);
     const m = await rawRequest('GET', new URL('/metrics', METRICS_URL).href);
     const answered = Date.now();
-    t.diagnostic(`${threads} responder threads, ${threads + 5} requests holding or waiting for them: /healthz, /cell and /metrics answered in ${answered - asked} ms`);
+    t.diagnostic(`${threads} responder threads, ${want} requests of ${held.length} tokens holding or waiting for them: ` +
+      `/healthz, /cell and /metrics answered in ${answered - asked} ms`);
     assert.equal(h.status, 200, `/healthz: ${h.body}`);
     assert.equal(c.status, 200, `/cell: ${c.body}`);
     assert.equal(m.status, 200, '/metrics');
-    assert.ok(callEnded === 0, 'answered while the call, and the resumes waiting for it, held every other thread');
-    const r = await call;
-    assert.match(r.body, /done/, 'the call answered');
+    assert.ok(held.every((x) => x.ended === 0), 'answered while the calls, and the resumes waiting for them, held every other thread');
+    for (const x of held) assert.match((await x.call).body, /done/, 'the call answered');
     for (const x of await Promise.all(resumes)) assert.ok([200, 404].includes(x.status), `a resume: HTTP ${x.status} ${x.body}`);
   } finally {
-    await s.del();
+    for (const x of held) await x.s.del();
+  }
+});
+
+test('one token with all the requests nginx lets it have at once (64) leaves responder threads to another token', hostOpts, async (t) => {
+  const cfg = effectiveConfig();
+  const threads = cfg.responders * cfg.responder_threads;
+  const [a, b] = unboundTokens();
+  assert.ok(b, 'the stack has two tokens without max_requests');
+  const other = new RawSession({ token: b[1], name: 'ops-flood-other' });
+  assert.equal((await other.init()).status, 200);
+  let h;
+  try {
+    // A call and more resumes of its stream than nginx lets in: the
+    // admitted ones hold 64 threads until the call ends.
+    const extra = 6;
+    h = await longCall(a[1], 'ops-flood', 8);
+    const resumes = h.resumes(NGINX_TOKEN_REQUESTS - 1 + extra);
+    await sleep(1500);
+    const asked = Date.now();
+    const p = await other.ping({ timeoutMs: 30_000 });
+    const answered = Date.now();
+    const callRan = h.ended === 0;
+    const rs = await Promise.all(resumes);
+    const refused = rs.filter((x) => x.status === 429);
+    t.diagnostic(`${threads} responder threads; one token's call and ${rs.length} resumes at once: ${refused.length} ` +
+      `refused by nginx; the other token's ping answered in ${answered - asked} ms`);
+    assert.equal(p.status, 200, `the other token's ping: HTTP ${p.status} ${p.body}`);
+    assert.ok(callRan, `the ping was answered while the flood held its threads (${threads} threads in all)`);
+    assert.ok(refused.length >= extra, `nginx refused the requests beyond 64: ${refused.length}`);
+    for (const x of refused) assert.match(x.body, /Too Many Requests/, x.body);
+    for (const x of rs.filter((y) => y.status !== 429)) assert.ok([200, 404].includes(x.status), `a resume: HTTP ${x.status} ${x.body}`);
+    assert.match((await h.call).body, /done/, 'the call answered');
+  } finally {
+    if (h) await h.s.del();
+    await other.del();
   }
 });
 

@@ -173,6 +173,8 @@ static void load_tests(void) {
   is_str(c.allowed_origins, "https://a.example, https://b.example", "a value with spaces inside");
   is_int(c.timeout_default, 100, "timeout_default is capped by timeout_max");
   ok(c.responders >= 2, "responders = 0 means twice the cores (%d)", c.responders);
+  ok(c.responder_threads >= 8 && c.responders * c.responder_threads >= 96,
+     "responder_threads unset: at least 8 each and 96 in all (%d x %d)", c.responders, c.responder_threads);
   char sock[4300];
   snprintf(sock, sizeof(sock), "%s/sock/fcgi.sock", state);
   is_str(c.fcgi_socket, sock, "the FastCGI socket defaults to the state folder");
@@ -287,6 +289,54 @@ static void path_tests(void) {
   free(out);
 }
 
+/* responder_threads "auto": one token's requests in nginx (64) hold at
+ * most two thirds of the threads, whatever the number of responders. */
+static void threads_tests(void) {
+  static const struct {
+    int responders, threads;
+  } cases[] = {{1, 96}, {2, 48}, {4, 24}, {5, 20}, {7, 14}, {12, 8}, {16, 8}, {256, 8}, {0, 96}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+    is_int(config_auto_responder_threads(cases[i].responders), cases[i].threads,
+           "responder_threads auto with %d responders", cases[i].responders);
+  struct mcp_config c;
+  mcp_error_t err = NULL;
+  unsetenv("MCP_CONFIG");
+  setenv("MCP_STATE_DIR", tmp, 1);
+  setenv("MCP_RESPONDERS", "3", 1);
+  is_int(config_load(&c, &err), 0, "config_load with 3 responders");
+  mcp_error_release(&err);
+  is_int(c.responder_threads, 32, "3 responders get 32 threads each");
+  setenv("MCP_RESPONDER_THREADS", "5", 1);
+  is_int(config_load(&c, &err), 0, "config_load with responder_threads 5");
+  mcp_error_release(&err);
+  is_int(c.responder_threads, 5, "a responder_threads given is kept");
+  unsetenv("MCP_RESPONDERS");
+  unsetenv("MCP_RESPONDER_THREADS");
+  unsetenv("MCP_STATE_DIR");
+
+  /* The figure auto counts on is nginx's: every template that forwards
+   * tokens' requests says the same. */
+  static const char *const templates[] = {"nginx.conf.in", "site.conf.in", "router.conf.in"};
+  char want[64];
+  snprintf(want, sizeof(want), "limit_conn mcp_token_conn %d;", MCP_NGINX_TOKEN_REQUESTS);
+  for (size_t i = 0; i < sizeof(templates) / sizeof(templates[0]); i++) {
+    char path[512], line[1024];
+    snprintf(path, sizeof(path), "%s/nginx/%s", TEST_SRCDIR, templates[i]);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+      bail_out("%s: %s", path, strerror(errno));
+    int found = 0, same = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+      if (strstr(line, "limit_conn mcp_token_conn ") != NULL) {
+        found++;
+        same += strstr(line, want) != NULL;
+      }
+    fclose(f);
+    ok(found > 0 && same == found, "nginx/%s: %s (MCP_NGINX_TOKEN_REQUESTS; %d of %d lines)", templates[i], want, same,
+       found);
+  }
+}
+
 /* The README's table of settings is the declaration's (settings.def):
  * every key, its default and its meaning, in order. */
 static void readme_tests(void) {
@@ -328,6 +378,7 @@ int main(void) {
     bail_out("mkdtemp");
   load_tests();
   path_tests();
+  threads_tests();
   readme_tests();
   mcp_error_t err = NULL;
   int dfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -343,12 +343,19 @@ export function responderServing(sid, cfg, state = STATE_DIR) {
   return null;
 }
 
+/** The stack's tokens file: [name, token, options] for each token, in order. */
+export function stackTokens(state = STATE_DIR) {
+  const out = [];
+  for (const line of (readText(path.join(state, 'tokens')) || '').split('\n')) {
+    const [name, tok, ...options] = line.trim().split(/\s+/);
+    if (!name || name.startsWith('#') || !tok) continue;
+    out.push([name, tok, options.join(' ')]);
+  }
+  return out;
+}
+
 /** A token of the stack's tokens file other than `token`: [name, token] or null. */
 export function otherToken(token, state = STATE_DIR) {
-  for (const line of (readText(path.join(state, 'tokens')) || '').split('\n')) {
-    const [name, tok] = line.trim().split(/\s+/);
-    if (!name || name.startsWith('#') || !tok || tok === token) continue;
-    return [name, tok];
-  }
-  return null;
+  const t = stackTokens(state).find(([, tok]) => tok !== token);
+  return t ? [t[0], t[1]] : null;
 }
