@@ -521,6 +521,7 @@ static int serve_endpoint(struct mcp_ctx *ctx, const struct http_request *req, s
   if (strcmp(req->endpoint, "healthz") == 0) {
     const char *reason = "the state folder's disk is below disk_floor (counting what the workspaces may still take): "
                          "no new sessions";
+    METRIC_INC(health_checks);
     int r = session_disk_low(ctx->store, NULL, NULL) ? -1 : cell_health(ctx->cfg, &reason);
     char body[256];
     int n =

@@ -36,6 +36,39 @@ test('/healthz answers 200 with a JSON status', opts, async () => {
   assert.deepEqual(JSON.parse(r.body), { status: 'ok', reason: 'ok' });
 });
 
+test('/healthz takes GET or HEAD; a flood of it is answered from nginx\'s copy, which the responders compute about once a second', opts, async (t) => {
+  const post = await rawRequest('POST', at('/healthz'), { 'Content-Type': 'application/json' }, '{}');
+  assert.equal(post.status, 405, `POST /healthz: ${post.body}`);
+  const head = await rawRequest('HEAD', at('/healthz'));
+  assert.equal(head.status, 200, 'HEAD /healthz');
+  const k = 'mcp_health_checks_total';
+  // nginx keeps an answer a second: after 2.5 s the next asks the responders.
+  await sleep(2500);
+  const before = await metrics();
+  assert.ok(before.has(k), `/metrics has ${k}`);
+  assert.equal((await rawRequest('GET', at('/healthz'))).status, 200);
+  const mid = await metrics();
+  assert.ok(get(mid, k) - get(before, k) >= 1, 'a /healthz after 2.5 s is computed by a responder');
+  // 16 at a time for 3 s: nginx's copy expires two or three times.
+  const statuses = {};
+  let n = 0;
+  const started = Date.now();
+  await Promise.all(Array.from({ length: 16 }, async () => {
+    while (Date.now() - started < 3000) {
+      n++;
+      const r = await rawRequest('GET', at('/healthz'));
+      statuses[r.status] = (statuses[r.status] || 0) + 1;
+      if (r.status === 200) assert.deepEqual(JSON.parse(r.body), { status: 'ok', reason: 'ok' });
+    }
+  }));
+  const secs = (Date.now() - started) / 1000;
+  const computed = get(await metrics(), k) - get(mid, k);
+  t.diagnostic(`${n} /healthz, 16 at a time, in ${secs.toFixed(1)} s: ${JSON.stringify(statuses)}; the responders computed ${computed}`);
+  assert.deepEqual(statuses, { 200: n });
+  assert.ok(computed >= 1, 'the copy expired and a responder computed it again');
+  assert.ok(computed <= Math.ceil(secs) + 2, `about one a second: ${computed} in ${secs.toFixed(1)} s`);
+});
+
 /**
  * A session of `token` whose call sleeps `seconds`, answered as a stream.
  * resumes(k) sends k GETs resuming that stream: each waits for the call in a
