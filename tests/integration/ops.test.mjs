@@ -125,6 +125,8 @@ test('the endpoints are answered while every other responder thread holds a requ
     }
     await sleep(1500);
     const asked = Date.now();
+    // /healthz may come from nginx's copy (a second or two old); /cell and
+    // /metrics always come from a responder's endpoint thread.
     const h = await rawRequest('GET', at('/healthz'));
     const c = await rawRequest('GET', new URL('/cell', METRICS_URL).href);
     const m = await rawRequest('GET', new URL('/metrics', METRICS_URL).href);
