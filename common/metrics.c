@@ -316,8 +316,8 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
           &shm->package_install_failures);
   counter(b, "mcp_responder_restarts_total", "Responder or keeper processes restarted by the master.",
           &shm->responder_restarts);
-  counter(b, "mcp_health_checks_total", "/healthz answers the responders computed (nginx serves each for a second).",
-          &shm->health_checks);
+  counter(b, "mcp_health_checks_total",
+          "/healthz answers the responders computed (nginx serves each for one to two seconds).", &shm->health_checks);
   counter(b, "mcp_bytes_returned_total", "Output bytes returned to clients (stdout, stderr, files).",
           &shm->bytes_returned);
   metrics_line(b, "# HELP mcp_egress_connections_total Egress connections of the calls, by verdict.\n"

@@ -95,7 +95,7 @@ struct metrics {
   _Atomic uint64_t egress_bytes_out;
   _Atomic uint64_t egress_bytes_in;
   _Atomic uint64_t peers_refused;                       /* FastCGI connections from a peer that may not talk to us */
-  _Atomic uint64_t health_checks;                       /* /healthz answers computed (nginx keeps each a second) */
+  _Atomic uint64_t health_checks;                       /* /healthz answers computed (nginx keeps each 1-2 s) */
   _Atomic int64_t draining_since_ms;                    /* common/cell.h: 0 while serving */
   _Atomic int32_t calls_in_flight[CELL_RESPONDERS_MAX]; /* common/cell.h: per responder */
   _Atomic uint64_t forwarded;                           /* common/cell.h: requests sent to the cell that owns them */

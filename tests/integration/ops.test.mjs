@@ -39,6 +39,8 @@ test('/healthz answers 200 with a JSON status', opts, async () => {
 test('/healthz takes GET or HEAD; a flood of it is answered from nginx\'s copy, which the responders compute about once a second', opts, async (t) => {
   const post = await rawRequest('POST', at('/healthz'), { 'Content-Type': 'application/json' }, '{}');
   assert.equal(post.status, 405, `POST /healthz: ${post.body}`);
+  assert.equal(post.headers.allow, 'GET, HEAD', 'Allow');
+  assert.deepEqual(JSON.parse(post.body), { status: 'unavailable', reason: 'GET or HEAD only' });
   const head = await rawRequest('HEAD', at('/healthz'));
   assert.equal(head.status, 200, 'HEAD /healthz');
   const k = 'mcp_health_checks_total';
