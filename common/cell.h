@@ -40,8 +40,9 @@ void cell_responder_reset(int i);
  * endpoints' thread is one more) starts serving a request of the token
  * named `token`: 0 when the token then has at most `share` requests in
  * progress in this cell (its responders' threads), or when `share` is 0
- * (no bound: nothing counted), else -1 and nothing counted.  Two requests that start at once may both be refused at the
- * edge, never both admitted beyond it.  So one tenant cannot hold every
+ * (no bound: nothing counted), else -1 and nothing counted.  Two requests
+ * that start at once may both be refused at the edge, never both admitted
+ * beyond it.  So one tenant cannot hold every
  * responder thread, whose requests (calls waiting in line, streams,
  * resumes) would leave the others' in nginx's queue. */
 int cell_request_begin(const struct mcp_config *cfg, int thread, const char *token, int share);

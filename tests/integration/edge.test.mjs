@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { TEST_TIMEOUT_MS, rawRequest } from './lib/common.mjs';
-import { STATE_DIR, allPids, childrenOf, masterPid, proc, sleep } from './lib/host.mjs';
+import { STATE_DIR, allPids, childrenOf, masterPid, proc, sleep, stackTokens } from './lib/host.mjs';
 
 const opts = {
   timeout: TEST_TIMEOUT_MS,
@@ -46,10 +46,7 @@ function environ(pid) {
 
 /** The tokens of the stack: "name token [options]" lines of <state>/tokens. */
 function tokens() {
-  return (readText(path.join(STATE_DIR, 'tokens')) || '').split('\n')
-    .filter((l) => l.trim() && !l.startsWith('#'))
-    .map((l) => l.trim().split(/\s+/))
-    .map(([name, token]) => ({ name, token }));
+  return stackTokens().map(([name, token]) => ({ name, token }));
 }
 
 const runtimeDir = () => {

@@ -21,7 +21,7 @@ import https from 'node:https';
 import { spawn } from 'node:child_process';
 import { MCP_TOKEN, TEST_TIMEOUT_MS, SLACK_MS, connectClient2 } from './lib/common.mjs';
 import { RawSession, show } from './lib/rpc.mjs';
-import { STATE_DIR, sleep, alive, effectiveConfig } from './lib/host.mjs';
+import { STATE_DIR, sleep, alive, effectiveConfig, stackTokens } from './lib/host.mjs';
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 if (!STATE_DIR) throw new Error('egress.test.mjs needs MCP_STATE_DIR (the state folder of the stack under test)');
@@ -39,12 +39,9 @@ const [CRED_HOST, CRED_HEADER, CRED_VALUE] = fs
   .split(/\s+/);
 
 function tokenOf(name) {
-  const line = fs
-    .readFileSync(path.join(STATE_DIR, 'tokens'), 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith(`${name} `));
-  if (!line) throw new Error(`no token ${name} in ${STATE_DIR}/tokens (scripts/test adds egress-a and egress-b)`);
-  return line.split(/\s+/)[1];
+  const t = stackTokens().find(([n]) => n === name);
+  if (!t) throw new Error(`no token ${name} in ${STATE_DIR}/tokens (scripts/test adds egress-a and egress-b)`);
+  return t[1];
 }
 // egress_bytes_in of the running server (scripts/test: 4M).
 const cfgBytesIn = () => Number(effectiveConfig().egress_bytes_in);

@@ -23,6 +23,7 @@ import {
   CA_PEM,
   PROTOCOL_VERSION,
   TEST_TIMEOUT_MS,
+  NGINX_TOKEN_REQUESTS,
   randomToken,
   SESSION_ID,
   connectClient,
@@ -43,6 +44,7 @@ import {
   sessionProcesses,
   responderServing,
   otherToken,
+  stackTokens,
 } from './lib/host.mjs';
 
 const opts = { timeout: TEST_TIMEOUT_MS };
@@ -419,8 +421,8 @@ async function metric(name) {
 
 test('per-token limits from the tokens file: a token with max_sessions=2 max_concurrent=1 gets 503 at its third session and "at capacity" for its second call at once, while the other token goes on', opts, async (t) => {
   const second = otherToken(MCP_TOKEN);
-  const line = fs.readFileSync(path.join(STATE_DIR, 'tokens'), 'utf8').split('\n').find((l) => l.startsWith(second[0] + ' '));
-  assert.match(line, /max_sessions=2 max_concurrent=1/, 'the stack gives the second token its own limits');
+  const [, , options] = stackTokens().find(([name]) => name === second[0]);
+  assert.match(options, /max_sessions=2 max_concurrent=1/, 'the stack gives the second token its own limits');
   const mine = [];
   const sessionsBefore = await metric('mcp_requests_rejected_total{reason="token_sessions"}');
   const callsBefore = await metric('mcp_requests_rejected_total{reason="token_calls"}');
@@ -453,13 +455,13 @@ test('per-token limits from the tokens file: a token with max_sessions=2 max_con
 
 test('max_requests: a flood of one token\'s calls holds at most 4 responder threads (429 at once beyond, with Retry-After); the other token is answered meanwhile', opts, async (t) => {
   const second = otherToken(MCP_TOKEN);
-  const line = fs.readFileSync(path.join(STATE_DIR, 'tokens'), 'utf8').split('\n').find((l) => l.startsWith(second[0] + ' '));
-  assert.match(line, /max_requests=4/, 'the stack gives the second token max_requests=4');
+  const [, , options] = stackTokens().find(([name]) => name === second[0]);
+  assert.match(options, /max_requests=4/, 'the stack gives the second token max_requests=4');
   // 60 requests at once: below nginx's 64 of a token, so that every refusal
   // is the cell's. Without the bound they would hold 60 threads (one runs,
   // the others wait busy_wait in line); with it, 4.
   const threads = cfg.responders * cfg.responder_threads;
-  const n = 60;
+  const n = NGINX_TOKEN_REQUESTS - 4;
   const before = await metric('mcp_requests_rejected_total{reason="token_requests"}');
   const flooder = await open('requests-flood', second[1]);
   const other = await open('requests-other');

@@ -11,6 +11,7 @@ import {
   MCP_URL,
   MCP_TOKEN,
   MCP_METRICS_URL as METRICS_URL,
+  NGINX_TOKEN_REQUESTS,
   TEST_TIMEOUT_MS,
   connectClient,
   closeClient,
@@ -98,9 +99,6 @@ async function longCall(token, name, seconds) {
   return held;
 }
 
-// nginx lets one token have 64 requests at once and answers 429 beyond
-// (nginx.conf.in, limit_conn mcp_token_conn).
-const NGINX_TOKEN_REQUESTS = 64;
 // The stack's tokens without max_requests, those without options first.
 const unboundTokens = () => stackTokens().filter(([, , o]) => !/max_requests=/.test(o))
   .sort((x, y) => (x[2] !== '') - (y[2] !== ''));

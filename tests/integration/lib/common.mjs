@@ -34,6 +34,9 @@ export const TEST_TIMEOUT_MS = Number(process.env.MCP_TEST_TIMEOUT_MS || 120_000
 export const SLACK_MS = Number(process.env.MCP_TEST_SLACK_MS || 5000);
 
 export const PROTOCOL_VERSION = '2025-11-25';
+// nginx lets one token have this many requests at once and answers 429
+// beyond (nginx.conf.in, limit_conn mcp_token_conn; MCP_NGINX_TOKEN_REQUESTS).
+export const NGINX_TOKEN_REQUESTS = 64;
 
 /** A session id (and a sandbox handle): an optional cell name and a dot, then 128 random bits in hex. */
 export const SESSION_ID = /^([a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?\.)?[0-9a-f]{32}$/;
