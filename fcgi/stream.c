@@ -245,17 +245,27 @@ void call_stream_init(struct call_stream *cs, struct rpc_call *c, int timeout_s)
   if (!http_accepts(c->http->accept, "text/event-stream"))
     return;
   cs->sse_on = true;
-  if (c->modern) {
-    sse_begin_modern(&cs->sse, c->sink);
-    return;
-  }
+  if (c->modern)
+    return; /* the head goes out later (stream_open) */
   const char *v = c->http->protocol_version;
   bool priming = v != NULL && strcmp(v, "2025-11-25") >= 0;
   sse_begin(&cs->sse, c->sink, priming);
   record_open(cs);
 }
 
+/* modern: the head, before the stream's first event or once the call has
+ * run MODERN_STREAM_AFTER_S (stream.h); a 2025 stream began with the call. */
+static bool stream_open(struct call_stream *cs) {
+  if (!cs->sse.started && !cs->sse.broken)
+    sse_begin_modern(&cs->sse, cs->c->sink);
+  return !cs->sse.broken;
+}
+
 static void notify(struct call_stream *cs, const char *method, cJSON *params) {
+  if (!stream_open(cs)) {
+    cJSON_Delete(params);
+    return;
+  }
   cleanup_cjson cJSON *n = cJSON_CreateObject();
   cJSON_AddStringToObject(n, "jsonrpc", "2.0");
   cJSON_AddStringToObject(n, "method", method);
@@ -340,10 +350,13 @@ static bool client_left(struct call_stream *cs) {
 
 static void keepalive(struct call_stream *cs, size_t elapsed_ms) {
   int secs = (int)(elapsed_ms / 1000);
-  if (!cs->c->modern || secs <= cs->last_keepalive)
+  if (!cs->c->modern || secs <= cs->last_keepalive || (!cs->sse.started && secs < MODERN_STREAM_AFTER_S))
     return;
   cs->last_keepalive = secs;
-  sse_keepalive(&cs->sse);
+  if (cs->sse.started)
+    sse_keepalive(&cs->sse);
+  else
+    stream_open(cs); /* its head ends with a comment */
 }
 
 void call_stream_event(void *opaque, int type, const char *data, size_t len) {
@@ -368,7 +381,9 @@ int call_stream_finish(struct call_stream *cs, bool cancelled) {
     buf_free(&cs->line[i]);
   }
   struct rpc_call *c = cs->c;
-  if (!cs->sse_on) {
+  if (cancelled && c->modern)
+    return 1; /* the client left: nothing more is sent */
+  if (!cs->sse_on || (c->modern && !cs->sse.started)) {
     if (cancelled) {
       cJSON_Delete(c->result);
       c->result = NULL;

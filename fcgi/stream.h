@@ -1,10 +1,15 @@
 /* A tools/call answered as a stream (see stream.c).  In the 2026-07-28 era
  * (c->modern) the stream has no priming event and no event ids, log lines
- * go out only when the request's _meta set a level, a comment keeps it
- * alive about once a second, progress messages carry the newest output
- * line, and a client that goes away (a failed write, or its connection
- * closed) cancels the call: every process of it is killed and nothing more
- * is sent.
+ * go out only when the request's _meta set a level, progress messages
+ * carry the newest output line, and a client that goes away (a failed
+ * write, or its connection closed) cancels the call: every process of it
+ * is killed and nothing more is sent.  Its head goes out with its first
+ * event, or once the call has run MODERN_STREAM_AFTER_S, and then a
+ * comment keeps it alive about once a second; a call over before either
+ * is answered as plain JSON (the client may take either), so that a call
+ * whose cell or responder is lost before it answers gets nginx's error at
+ * once rather than a broken stream, which this era's clients do not
+ * resume.
  *
  * A 2025 stream resumes (the transport's resumability): each has a record,
  * streams/<prefix> in the session's folder, that its responder holds
@@ -41,6 +46,8 @@ struct call_stream {
 };
 
 #define STREAMS_DIR "streams"
+/* Well inside the idle and first-byte timeouts of common proxies (30-60 s) */
+#define MODERN_STREAM_AFTER_S 5
 
 /* Decide how to answer; when the client accepts SSE, send the head now. */
 void call_stream_init(struct call_stream *cs, struct rpc_call *c, int timeout_s);

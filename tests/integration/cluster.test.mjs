@@ -373,9 +373,11 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
   let chaos = null;
   // Each call moves the session's counter from i to i + 1, once: a retry
   // after a call that ran but whose answer was lost finds i + 1.  A call
-  // in flight on the killed cell loses its stream: a 2025 session resumes
-  // it and gets an error once the cell is back; a 2026 client, whose
-  // streams do not resume, waits for its request timeout (120 s here).
+  // in flight on the killed cell loses its answer: a 2025 session resumes
+  // its stream and gets an error once the cell is back; a 2026 call, which
+  // streams only after 5 s or its first notification (none here), gets the
+  // router's 503 at once (a stream of that era would not resume, and its
+  // client would wait for its request timeout, 120 s here).
   const step = (i) =>
     `import os\ni = ${i}\nn = int(open("counter").read()) if os.path.exists("counter") else 0\n` +
     `if n == i:\n    open("counter.tmp", "w").write(str(i + 1))\n    os.replace("counter.tmp", "counter")\nprint(n)`;

@@ -719,6 +719,37 @@ test('kill -9 of the responder serving an SDK client\'s streamed call: the clien
   }
 });
 
+test('kill -9 of the responder serving a 2026-07-28 client\'s call: the client gets a JSON-RPC error at once (the call answers in one piece, not as a stream that would break), not its timeout', opts, async (t) => {
+  const c = await connectClient2({ pin: '2026-07-28' });
+  try {
+    const made = await c.callTool({ name: 'execute_python', arguments: { code: 'print("ready")' } });
+    const s = { sid: made.structuredContent.sandbox };
+    const call = c
+      .callTool({ name: 'execute_python', arguments: { code: 'import time\nopen("m-start", "w").close()\ntime.sleep(4)\nopen("m-end", "w").close()\nprint("M")', sandbox: s.sid } }, undefined, { timeout: TEST_TIMEOUT_MS })
+      .then(
+        (r) => ({ at: Date.now(), r }),
+        (e) => ({ at: Date.now(), e }),
+      );
+    await waitFile(s, 'm-start');
+    const victim = responderServing(s.sid, cfg);
+    assert.ok(victim, `a responder serves sandbox ${s.sid}`);
+    const killedAt = Date.now();
+    process.kill(victim, 'SIGKILL');
+    const settled = await call;
+    const delay = settled.at - killedAt;
+    t.diagnostic(`responder ${victim} killed; the client got ${settled.e ? settled.e.message : JSON.stringify(settled.r).slice(0, 200)} after ${delay} ms`);
+    assert.ok(settled.e, 'no result: the call\'s answer had no one to go to');
+    assert.match(settled.e.message, /lost this request before answering it/, 'nginx\'s JSON-RPC error for a lost request');
+    assert.ok(delay < 2000, `at once: ${delay} ms after the kill`);
+    await waitFile(s, 'm-end'); // the interrupted call ran to its end in the sandbox
+    const next = await c.callTool({ name: 'execute_python', arguments: { code: 'print("after")', sandbox: s.sid } });
+    assert.equal(next.structuredContent.stdout, 'after\n', 'the sandbox goes on');
+    await c.callTool({ name: 'close_sandbox', arguments: { sandbox: s.sid } });
+  } finally {
+    await c.close();
+  }
+});
+
 test("max_body from mcp.conf reaches nginx: a body just under it is served, one just over it gets nginx's 413 naming it", opts, async (t) => {
   const MiB = 1 << 20;
   assert.ok(cfg.max_body > 10 * MiB, `the stack's mcp.conf sets max_body above nginx's former fixed 10m (is ${cfg.max_body})`);

@@ -1,8 +1,9 @@
 /* The 2026-07-28 era through mcp_serve(): classification, the checks in the
  * specification's order, server/discover, result decoration, sandbox
  * handles (create, reuse, resources, another token, close_sandbox), the
- * `sandbox` argument over a 2025 session, streams without ids, and a
- * client that goes away cancelling its call. */
+ * `sandbox` argument over a 2025 session, streams without ids (and a call
+ * with nothing to stream answered as JSON), and a client that goes away
+ * cancelling its call. */
 #include "config.h"
 
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "fcgi/stream.h"
 #include "mcp-harness.h"
 #include "tap.h"
 
@@ -384,6 +386,28 @@ static void stream_tests(void) {
   logs = 0;
   cJSON_ArrayForEach(e, r.events) logs += jstr(e, "method") && strcmp(jstr(e, "method"), "notifications/message") == 0;
   is_int(logs, 2, "with logLevel info, stdout lines as notifications/message");
+  response_free(&r);
+
+  /* Nothing to stream (no progressToken, no logLevel): a call over within
+   * MODERN_STREAM_AFTER_S is one JSON object, so that a cell lost before
+   * its answer gives the client nginx's error rather than a broken
+   * stream; a longer one streams from then on, kept alive. */
+  snprintf(args, sizeof(args), "{\"code\":\"print('plain')\",\"sandbox\":\"%s\"}", hd);
+  call(TEST_TOKEN, args, hd, NULL, &r);
+  ok(r.status == 200 && !r.sse, "a short call with nothing to stream is answered as JSON, though SSE is accepted");
+  like(header(&r, "Content-Type"), "application/json", "its Content-Type");
+  is_str(jstr(r.json, "result.structuredContent.stdout"), "plain\n", "with its result");
+  response_free(&r);
+  snprintf(args, sizeof(args), "{\"code\":\"import time; time.sleep(%d); print('late')\",\"sandbox\":\"%s\"}",
+           MODERN_STREAM_AFTER_S + 2, hd);
+  call(TEST_TOKEN, args, hd, NULL, &r);
+  ok(r.sse && r.sse_valid, "a call that runs longer than %d s streams", MODERN_STREAM_AFTER_S);
+  int comments = 0;
+  for (size_t i = 0; i < r.body_len; i++)
+    comments += r.body[i] == ':' && (i == 0 || r.body[i - 1] == '\n');
+  ok(comments >= 2 && comments <= 4, "kept alive from %d s on, about once a second (%d comments in %d s)",
+     MODERN_STREAM_AFTER_S, comments, MODERN_STREAM_AFTER_S + 2);
+  is_str(jstr(r.json, "result.structuredContent.stdout"), "late\n", "the stream ends with the result");
   response_free(&r);
 
   /* The client goes away 1.5 s into a call that would sleep 30 s. */
