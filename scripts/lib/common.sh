@@ -569,6 +569,12 @@ stop_all() {
     pid_alive "$rt/nginx.pid" && kill -KILL "$(cat "$rt/nginx.pid")" 2>/dev/null
   fi
   stop_squid
+  # The runtime folder (the socket, nginx's temporary files and its copy of
+  # /healthz) goes with the stack; scripts/run makes it again.
+  if ! pid_alive "$pidf" && ! pid_alive "$rt/nginx.pid"; then
+    rm -rf "$rt"
+    rmdir /run/mcp-sandbox 2>/dev/null || true
+  fi
   rm -f "$pidf" "$rt/nginx.pid"
 }
 
