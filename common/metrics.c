@@ -162,6 +162,7 @@ void metrics_reject_reason(enum reject_reason reason) {
 }
 
 static const char *const egress_names[EGRESS_VERDICT_N] = {"allowed", "denied", "failed", "limited", "refused"};
+static const char *const resume_names[RESUME_N] = {"answered", "lost", "left", "unknown"};
 
 void metrics_egress(const char *verdict, uint64_t out, uint64_t in) {
   if (shm == NULL || verdict == NULL)
@@ -320,6 +321,13 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
           "/healthz answers the responders computed (nginx serves each for one to two seconds).", &shm->health_checks);
   counter(b, "mcp_bytes_returned_total", "Output bytes returned to clients (stdout, stderr, files).",
           &shm->bytes_returned);
+  metrics_line(b, "# HELP mcp_stream_resumes_total Streams of calls that a client resumed (GET with Last-Event-ID), "
+                  "by outcome: answered, lost (the call's responder had died: an error), left (the client left or "
+                  "the wait ended first), unknown (no such stream).\n"
+                  "# TYPE mcp_stream_resumes_total counter\n");
+  for (int i = 0; i < RESUME_N; i++)
+    metrics_line(b, "mcp_stream_resumes_total{outcome=\"%s\"} %llu\n", resume_names[i],
+                 (unsigned long long)get(&shm->resumes[i]));
   metrics_line(b, "# HELP mcp_egress_connections_total Egress connections of the calls, by verdict.\n"
                   "# TYPE mcp_egress_connections_total counter\n");
   for (int i = 0; i < EGRESS_VERDICT_N; i++)

@@ -49,6 +49,15 @@ enum reject_reason {
   REJECT_N
 };
 
+/* What became of a client's GET with Last-Event-ID (fcgi/stream.h). */
+enum resume_outcome {
+  RESUME_ANSWERED, /* the call's response went out on the new stream */
+  RESUME_LOST,     /* the call's responder had died: an error for its request */
+  RESUME_LEFT,     /* the client left, or the wait ended, before the answer: the record stays */
+  RESUME_UNKNOWN,  /* no stream of ours by that id (400, 404) */
+  RESUME_N
+};
+
 /* What became of an egress connection (sandbox/egress.h). */
 enum egress_verdict {
   EGRESS_ALLOWED, /* the proxy forwarded it */
@@ -96,6 +105,7 @@ struct metrics {
   _Atomic uint64_t egress_bytes_in;
   _Atomic uint64_t peers_refused;                       /* FastCGI connections from a peer that may not talk to us */
   _Atomic uint64_t health_checks;                       /* /healthz answers computed (nginx keeps each 1-2 s) */
+  _Atomic uint64_t resumes[RESUME_N];                   /* streams resumed with Last-Event-ID, by outcome */
   _Atomic int64_t draining_since_ms;                    /* common/cell.h: 0 while serving */
   _Atomic int32_t calls_in_flight[CELL_RESPONDERS_MAX]; /* common/cell.h: per responder */
   _Atomic uint64_t forwarded;                           /* common/cell.h: requests sent to the cell that owns them */

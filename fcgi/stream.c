@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/metrics.h"
 #include "common/util.h"
 #include "fcgi/json_scan.h"
 #include "fcgi/modern.h"
@@ -181,20 +182,27 @@ static cJSON *lost_response(const cJSON *id) {
   return msg;
 }
 
+static int resumed(enum resume_outcome outcome, int status) {
+  struct metrics *m = metrics_get();
+  if (m != NULL)
+    metrics_add(&m->resumes[outcome], 1);
+  return status;
+}
+
 int stream_resume(int session_dirfd, const char *last_event_id, struct http_sink *sink, int64_t wait_ms,
                   const char **why) {
   char prefix[13], path[40];
   unsigned n = 0;
   if (!event_id_parse(last_event_id, prefix, &n)) {
     *why = "Bad Request: Last-Event-ID is not an event id of this server's streams";
-    return 400;
+    return resumed(RESUME_UNKNOWN, 400);
   }
   record_path(prefix, path);
   cleanup_close int fd = openat(session_dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     *why = "Not Found: no stream to resume by this Last-Event-ID in this session (its answer was delivered, or the "
            "session has none by that id)";
-    return 404;
+    return resumed(RESUME_UNKNOWN, 404);
   }
   struct sse sse = {0};
   cleanup_cjson cJSON *id = NULL;
@@ -207,28 +215,29 @@ int stream_resume(int session_dirfd, const char *last_event_id, struct http_sink
       /* being made: its first line comes under the lock */
       if (now_ms() > half_made_until) {
         *why = "Not Found: the stream by this Last-Event-ID has no record to resume from";
-        return sse.started ? 0 : 404;
+        return resumed(RESUME_UNKNOWN, sse.started ? 0 : 404);
       }
     } else {
       /* The call runs: the stream stays open until its answer, with a
        * comment now and then for the proxies on the way. */
       if (!sse.started && sse_resume(&sse, sink, prefix, n + 1) < 0)
-        return 0;
+        return resumed(RESUME_LEFT, 0);
       if (now_ms() >= next_comment) {
         sse_keepalive(&sse);
         next_comment = now_ms() + RESUME_COMMENT_MS;
       }
       if (sse.broken || http_peer_gone(sink) || now_ms() > deadline)
-        return 0; /* gone, or past the wait: the record stays for another try */
+        return resumed(RESUME_LEFT, 0); /* gone, or past the wait: the record stays for another try */
     }
     usleep(RESUME_POLL_MS * 1000);
   }
   if (!sse.started && sse_resume(&sse, sink, prefix, n + 1) < 0)
-    return 0;
+    return resumed(RESUME_LEFT, 0);
   cleanup_cjson cJSON *lost = response == NULL ? lost_response(id) : NULL;
-  if (sse_send(&sse, response != NULL ? response : lost) == 0 && !sse.broken)
-    unlinkat(session_dirfd, path, 0);
-  return 0;
+  if (sse_send(&sse, response != NULL ? response : lost) < 0 || sse.broken)
+    return resumed(RESUME_LEFT, 0);
+  unlinkat(session_dirfd, path, 0);
+  return resumed(response != NULL ? RESUME_ANSWERED : RESUME_LOST, 0);
 }
 
 void call_stream_init(struct call_stream *cs, struct rpc_call *c, int timeout_s) {

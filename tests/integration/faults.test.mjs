@@ -695,7 +695,9 @@ test('kill -9 of the responder serving a call: the client gets an error promptly
 test('kill -9 of the responder serving an SDK client\'s streamed call: the client resumes the stream and gets an error for its call at once, not at its timeout', opts, async (t) => {
   const { client, transport } = await connectClient('faults-resume');
   const s = { sid: transport.sessionId };
+  const lostSeries = 'mcp_stream_resumes_total{outcome="lost"}';
   try {
+    const lostBefore = await metric(lostSeries);
     const call = client
       .callTool({ name: 'execute_python', arguments: { code: 'import time\nopen("r-start", "w").close()\ntime.sleep(4)\nprint("R")' } }, undefined, { timeout: TEST_TIMEOUT_MS })
       .then(
@@ -712,6 +714,7 @@ test('kill -9 of the responder serving an SDK client\'s streamed call: the clien
     assert.ok(settled.e, 'no result: the call\'s answer had no one to go to');
     assert.match(settled.e.message, /was lost/, 'the error of a resumed stream whose responder died');
     assert.doesNotMatch(settled.e.message, /timed out/i, 'not the client\'s own timeout');
+    assert.equal(await metric(lostSeries) - lostBefore, 1, `${lostSeries} counts the resume`);
     const next = await runPython(client, { code: 'print("after")' });
     assert.equal(next.structuredContent.stdout, 'after\n', 'the session goes on');
   } finally {

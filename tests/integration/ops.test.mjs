@@ -94,6 +94,7 @@ async function longCall(token, name, seconds) {
     prefix = fs.existsSync(dir) ? fs.readdirSync(dir).find((n) => /^[0-9a-f]{12}$/.test(n)) : undefined;
   }
   assert.ok(prefix, `the call of ${name} has a stream record`);
+  held.prefix = prefix;
   held.resumes = (k) => Array.from({ length: k }, () =>
     request('GET', s.headers({ Accept: 'text/event-stream', 'MCP-Protocol-Version': '2025-11-25', 'Last-Event-ID': `${prefix}-0` })));
   return held;
@@ -208,6 +209,35 @@ test('metrics change as calls happen', opts, async () => {
   assert.equal(d('mcp_requests_rejected_total{reason="unauthorized"}'), 0);
   assert.ok(after.has('mcp_sessions_live') && after.has('mcp_sandboxes_ready'));
   assert.ok(get(after, 'mcp_sandbox_starts_total') >= 1);
+});
+
+test('resumed streams are counted by outcome: answered, left, unknown (lost: faults.test.mjs)', hostOpts, async () => {
+  const before = await metrics();
+  const h = await longCall(MCP_TOKEN, 'ops-resumes', 2);
+  try {
+    // One resume waits for the answer; one leaves at once (its record stays
+    // for the first); one names a stream this session never had.
+    const [waiting] = h.resumes(1);
+    const resume = { Accept: 'text/event-stream', 'MCP-Protocol-Version': '2025-11-25', 'Last-Event-ID': `${h.prefix}-0` };
+    const left = await request('GET', h.s.headers(resume), undefined, { timeoutMs: 500 }).then((x) => x.status, (e) => e);
+    assert.ok(left instanceof Error, `the client left its resumed stream: ${left}`);
+    const unknown = await request('GET', h.s.headers({ ...resume, 'Last-Event-ID': '0123456789ab-0' }));
+    assert.equal(unknown.status, 404, unknown.body);
+    const r = await waiting;
+    assert.equal(r.status, 200);
+    assert.match(r.body, /"stdout":"done\\n"/, 'the resumed stream carries the answer');
+    await h.call;
+    // The responder counts a client that left when it notices (a quarter second).
+    await sleep(1000);
+  } finally {
+    await h.s.del();
+  }
+  const after = await metrics();
+  const d = (k) => get(after, k) - get(before, k);
+  assert.equal(d('mcp_stream_resumes_total{outcome="answered"}'), 1, 'answered');
+  assert.equal(d('mcp_stream_resumes_total{outcome="left"}'), 1, 'left');
+  assert.equal(d('mcp_stream_resumes_total{outcome="unknown"}'), 1, 'unknown');
+  assert.equal(d('mcp_stream_resumes_total{outcome="lost"}'), 0, 'lost');
 });
 
 test('/metrics is not served on the public listener, only on a loopback listener of its own', opts, async () => {
