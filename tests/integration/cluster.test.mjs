@@ -367,7 +367,7 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
   const perCell = {};
   for (const s of sessions) perCell[ownerOf(s.id)] = (perCell[ownerOf(s.id)] || 0) + 1;
   const seenBefore = seen.length;
-  const stats = { lost: new Set(), failed: 0, notRun: 0, retried: 0, stall: 0, done: 0, killAt: 0, restartedAt: 0 };
+  const stats = { lost: new Set(), failed: 0, notRun: 0, retried: 0, stall: {}, done: 0, killAt: 0, restartedAt: 0 };
   const victim = 'cell-1';
   const total = LOAD_SESSIONS * LOAD_CALLS;
   let chaos = null;
@@ -432,9 +432,8 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
         await sleep(1000);
       }
       const now = Date.now();
-      if (now - last > stats.stall)
-        stats.stallWhat = `${s.era} session, call ${i}, failed tries: ${tries.map((x) => `${x.n} x ${x.ms} ms "${x.said}"`).join('; ') || 'none'}`;
-      stats.stall = Math.max(stats.stall, now - last);
+      if (now - last > (stats.stall[s.era]?.ms ?? -1))
+        stats.stall[s.era] = { ms: now - last, what: `call ${i}, failed tries: ${tries.map((x) => `${x.n} x ${x.ms} ms "${x.said}"`).join('; ') || 'none'}` };
       last = now;
       stats.done++;
       if (!chaos && stats.done >= Math.floor(total / 4)) {
@@ -456,7 +455,8 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
     `# cluster load: ${LOAD_SESSIONS} sessions (${JSON.stringify(perCell)}), ${total} calls in ${Date.now() - started} ms; ` +
       `${victim} killed after ${stats.killAt} calls, started again by ${stats.restartedAt}; ` +
       `sessions lost ${stats.lost.size}, misrouted ${wrong.length}, failed calls ${stats.failed} (${stats.notRun} not run after them), ` +
-      `retried calls ${stats.retried}, longest stall ${stats.stall} ms: ${stats.stallWhat}`,
+      `retried calls ${stats.retried}; longest stall ` +
+      Object.entries(stats.stall).map(([era, x]) => `of a ${era} session ${x.ms} ms: ${x.what}`).join('; of '),
   );
   for (const l of stats.lost) console.log(`# lost: ${l}`);
   assert.equal(Object.keys(perCell).length, 3, `the sessions spread over the 3 cells: ${JSON.stringify(perCell)}`);
