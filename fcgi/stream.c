@@ -390,8 +390,8 @@ int call_stream_finish(struct call_stream *cs, bool cancelled) {
     buf_free(&cs->line[i]);
   }
   struct rpc_call *c = cs->c;
-  if (cancelled && c->modern)
-    return 1; /* the client left: nothing more is sent */
+  if (cs->cancelled)
+    return 1; /* modern: the client left, nothing more is sent */
   if (!cs->sse_on || (c->modern && !cs->sse.started)) {
     if (cancelled) {
       cJSON_Delete(c->result);
