@@ -692,25 +692,33 @@ test('kill -9 of the responder serving a call: the client gets an error promptly
   }
 });
 
+/**
+ * An SDK client's call of execute_python (args; its code creates
+ * /work/<startFile> first) whose responder is killed (kill -9) once that
+ * file is there: what the client got ({ r } or { e }), ms after the kill.
+ */
+async function killResponderDuring(t, client, s, args, startFile) {
+  const call = client.callTool({ name: 'execute_python', arguments: args }, undefined, { timeout: TEST_TIMEOUT_MS })
+    .then((r) => ({ at: Date.now(), r }), (e) => ({ at: Date.now(), e }));
+  await waitFile(s, startFile);
+  const victim = responderServing(s.sid, cfg);
+  assert.ok(victim, `a responder serves ${s.sid}`);
+  const killedAt = Date.now();
+  process.kill(victim, 'SIGKILL');
+  const settled = await call;
+  settled.ms = settled.at - killedAt;
+  t.diagnostic(`responder ${victim} killed; the client got ${settled.e ? settled.e.message : JSON.stringify(settled.r).slice(0, 200)} after ${settled.ms} ms`);
+  return settled;
+}
+
 test('kill -9 of the responder serving an SDK client\'s streamed call: the client resumes the stream and gets an error for its call at once, not at its timeout', opts, async (t) => {
   const { client, transport } = await connectClient('faults-resume');
   const s = { sid: transport.sessionId };
   const lostSeries = 'mcp_stream_resumes_total{outcome="lost"}';
   try {
     const lostBefore = await metric(lostSeries);
-    const call = client
-      .callTool({ name: 'execute_python', arguments: { code: 'import time\nopen("r-start", "w").close()\ntime.sleep(4)\nprint("R")' } }, undefined, { timeout: TEST_TIMEOUT_MS })
-      .then(
-        (r) => ({ at: Date.now(), r }),
-        (e) => ({ at: Date.now(), e }),
-      );
-    await waitFile(s, 'r-start');
-    const victim = responderServing(s.sid, cfg);
-    assert.ok(victim, `a responder serves session ${s.sid}`);
-    const killedAt = Date.now();
-    process.kill(victim, 'SIGKILL');
-    const settled = await call;
-    t.diagnostic(`responder ${victim} killed; the client got ${settled.e ? settled.e.message : JSON.stringify(settled.r).slice(0, 200)} after ${settled.at - killedAt} ms`);
+    const settled = await killResponderDuring(t, client, s,
+      { code: 'import time\nopen("r-start", "w").close()\ntime.sleep(4)\nprint("R")' }, 'r-start');
     assert.ok(settled.e, 'no result: the call\'s answer had no one to go to');
     assert.match(settled.e.message, /was lost/, 'the error of a resumed stream whose responder died');
     assert.doesNotMatch(settled.e.message, /timed out/i, 'not the client\'s own timeout');
@@ -727,23 +735,11 @@ test('kill -9 of the responder serving a 2026-07-28 client\'s call: the client g
   try {
     const made = await c.callTool({ name: 'execute_python', arguments: { code: 'print("ready")' } });
     const s = { sid: made.structuredContent.sandbox };
-    const call = c
-      .callTool({ name: 'execute_python', arguments: { code: 'import time\nopen("m-start", "w").close()\ntime.sleep(4)\nopen("m-end", "w").close()\nprint("M")', sandbox: s.sid } }, undefined, { timeout: TEST_TIMEOUT_MS })
-      .then(
-        (r) => ({ at: Date.now(), r }),
-        (e) => ({ at: Date.now(), e }),
-      );
-    await waitFile(s, 'm-start');
-    const victim = responderServing(s.sid, cfg);
-    assert.ok(victim, `a responder serves sandbox ${s.sid}`);
-    const killedAt = Date.now();
-    process.kill(victim, 'SIGKILL');
-    const settled = await call;
-    const delay = settled.at - killedAt;
-    t.diagnostic(`responder ${victim} killed; the client got ${settled.e ? settled.e.message : JSON.stringify(settled.r).slice(0, 200)} after ${delay} ms`);
+    const settled = await killResponderDuring(t, c, s, { code: 'import time\nopen("m-start", "w").close()\n' +
+      'time.sleep(4)\nopen("m-end", "w").close()\nprint("M")', sandbox: s.sid }, 'm-start');
     assert.ok(settled.e, 'no result: the call\'s answer had no one to go to');
     assert.match(settled.e.message, /lost this request before answering it/, 'nginx\'s JSON-RPC error for a lost request');
-    assert.ok(delay < 2000, `at once: ${delay} ms after the kill`);
+    assert.ok(settled.ms < 2000, `at once: ${settled.ms} ms after the kill`);
     await waitFile(s, 'm-end'); // the interrupted call ran to its end in the sandbox
     const next = await c.callTool({ name: 'execute_python', arguments: { code: 'print("after")', sandbox: s.sid } });
     assert.equal(next.structuredContent.stdout, 'after\n', 'the sandbox goes on');
