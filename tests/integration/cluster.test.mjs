@@ -456,7 +456,7 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
       `${victim} killed after ${stats.killAt} calls, started again by ${stats.restartedAt}; ` +
       `sessions lost ${stats.lost.size}, misrouted ${wrong.length}, failed calls ${stats.failed} (${stats.notRun} not run after them), ` +
       `retried calls ${stats.retried}; longest stall ` +
-      Object.entries(stats.stall).map(([era, x]) => `of a ${era} session ${x.ms} ms: ${x.what}`).join('; of '),
+      Object.entries(stats.stall).map(([era, x]) => `of a ${era} session ${x.ms} ms: ${x.what}`).join('; '),
   );
   for (const l of stats.lost) console.log(`# lost: ${l}`);
   assert.equal(Object.keys(perCell).length, 3, `the sessions spread over the 3 cells: ${JSON.stringify(perCell)}`);
