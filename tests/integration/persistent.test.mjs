@@ -40,6 +40,8 @@ test('tools/list: both tools explain the two modes (a fresh process by default; 
       assert.match(tool.description, /By default each call is a fresh process/, `${name}: the default mode: ${tool.description}`);
       assert.match(tool.description, /With persistent: true [^.]*notebook cell[^.]*long-lived/, `${name}: the persistent mode: ${tool.description}`);
       for (const arg of ['persistent', 'reset']) assert.equal(tool.inputSchema.properties[arg]?.type, 'boolean', `${name}.${arg}`);
+      assert.match(tool.inputSchema.properties.persistent.description, /starts no new process[^.]*faster/,
+        `${name}.persistent says it is the fast way for many small steps`);
       for (const field of ['value', 'state_lost']) assert.ok(tool.outputSchema.properties[field], `${name} outputSchema.${field}`);
     }
   });
