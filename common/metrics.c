@@ -161,6 +161,11 @@ void metrics_reject_reason(enum reject_reason reason) {
     metrics_add(&shm->rejected[reason], 1);
 }
 
+void metrics_resume(enum resume_outcome outcome) {
+  if (shm != NULL && outcome >= 0 && outcome < RESUME_N)
+    metrics_add(&shm->resumes[outcome], 1);
+}
+
 static const char *const egress_names[EGRESS_VERDICT_N] = {"allowed", "denied", "failed", "limited", "refused"};
 static const char *const resume_names[RESUME_N] = {"answered", "lost", "left", "unknown"};
 
@@ -258,14 +263,19 @@ static void counter(struct buf *b, const char *name, const char *help, _Atomic u
   metrics_line(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)get(c));
 }
 
+/* A counter with one label: name{label="names[i]"} c[i], for i < n. */
+static void labelled(struct buf *b, const char *name, const char *help, const char *label, const char *const *names,
+                     _Atomic uint64_t *c, int n) {
+  metrics_line(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+  for (int i = 0; i < n; i++)
+    metrics_line(b, "%s{%s=\"%s\"} %llu\n", name, label, names[i], (unsigned long long)get(&c[i]));
+}
+
 int metrics_render(const struct mcp_config *cfg, struct buf *b) {
   if (shm == NULL)
     return -1;
-  metrics_line(b, "# HELP mcp_executions_total Tool calls that ran (or were refused), by outcome.\n"
-                  "# TYPE mcp_executions_total counter\n");
-  for (int i = 0; i < OUTCOME_N; i++)
-    metrics_line(b, "mcp_executions_total{outcome=\"%s\"} %llu\n", outcome_names[i],
-                 (unsigned long long)get(&shm->executions[i]));
+  labelled(b, "mcp_executions_total", "Tool calls that ran (or were refused), by outcome.", "outcome", outcome_names,
+           shm->executions, OUTCOME_N);
   metrics_line(b, "# HELP mcp_execution_duration_seconds Wall-clock duration of tool calls.\n"
                   "# TYPE mcp_execution_duration_seconds histogram\n");
   uint64_t cum = 0;
@@ -321,18 +331,12 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
           "/healthz answers the responders computed (nginx serves each for one to two seconds).", &shm->health_checks);
   counter(b, "mcp_bytes_returned_total", "Output bytes returned to clients (stdout, stderr, files).",
           &shm->bytes_returned);
-  metrics_line(b, "# HELP mcp_stream_resumes_total Streams of calls that a client resumed (GET with Last-Event-ID), "
-                  "by outcome: answered, lost (the call's responder had died: an error), left (the client left or "
-                  "the wait ended first), unknown (no such stream).\n"
-                  "# TYPE mcp_stream_resumes_total counter\n");
-  for (int i = 0; i < RESUME_N; i++)
-    metrics_line(b, "mcp_stream_resumes_total{outcome=\"%s\"} %llu\n", resume_names[i],
-                 (unsigned long long)get(&shm->resumes[i]));
-  metrics_line(b, "# HELP mcp_egress_connections_total Egress connections of the calls, by verdict.\n"
-                  "# TYPE mcp_egress_connections_total counter\n");
-  for (int i = 0; i < EGRESS_VERDICT_N; i++)
-    metrics_line(b, "mcp_egress_connections_total{verdict=\"%s\"} %llu\n", egress_names[i],
-                 (unsigned long long)get(&shm->egress_connections[i]));
+  labelled(b, "mcp_stream_resumes_total",
+           "Streams of calls that a client resumed (GET with Last-Event-ID), by outcome: answered, lost (the call's "
+           "responder had died: an error), left (the client left or the wait ended first), unknown (no such stream).",
+           "outcome", resume_names, shm->resumes, RESUME_N);
+  labelled(b, "mcp_egress_connections_total", "Egress connections of the calls, by verdict.", "verdict", egress_names,
+           shm->egress_connections, EGRESS_VERDICT_N);
   metrics_line(b,
                "# HELP mcp_egress_bytes_total Bytes of egress connections, by direction.\n"
                "# TYPE mcp_egress_bytes_total counter\nmcp_egress_bytes_total{direction=\"out\"} %llu\n"
@@ -345,10 +349,7 @@ int metrics_render(const struct mcp_config *cfg, struct buf *b) {
   counter(b, "mcp_fastcgi_peers_refused_total",
           "FastCGI connections dropped unanswered: the peer is neither root nor a user that may connect.",
           &shm->peers_refused);
-  metrics_line(b, "# HELP mcp_requests_rejected_total Requests refused, by reason.\n"
-                  "# TYPE mcp_requests_rejected_total counter\n");
-  for (int i = 0; i < REJECT_N; i++)
-    metrics_line(b, "mcp_requests_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
-                 (unsigned long long)get(&shm->rejected[i]));
+  labelled(b, "mcp_requests_rejected_total", "Requests refused, by reason.", "reason", reject_names, shm->rejected,
+           REJECT_N);
   return 0;
 }

@@ -139,6 +139,8 @@ void metrics_execution(enum exec_outcome outcome, int64_t duration_ms, const cha
  * where they happen, with metrics_reject_reason). */
 void metrics_reject(int http_status);
 void metrics_reject_reason(enum reject_reason reason);
+/* A stream resumed with Last-Event-ID, by what became of it (fcgi/stream.c). */
+void metrics_resume(enum resume_outcome outcome);
 /* One egress connection ended: its verdict by name ("allowed", ...) and
  * its bytes each way. */
 void metrics_egress(const char *verdict, uint64_t out, uint64_t in);

@@ -183,9 +183,7 @@ static cJSON *lost_response(const cJSON *id) {
 }
 
 static int resumed(enum resume_outcome outcome, int status) {
-  struct metrics *m = metrics_get();
-  if (m != NULL)
-    metrics_add(&m->resumes[outcome], 1);
+  metrics_resume(outcome);
   return status;
 }
 
