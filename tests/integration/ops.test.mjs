@@ -94,9 +94,10 @@ async function longCall(token, name, seconds) {
     prefix = fs.existsSync(dir) ? fs.readdirSync(dir).find((n) => /^[0-9a-f]{12}$/.test(n)) : undefined;
   }
   assert.ok(prefix, `the call of ${name} has a stream record`);
-  held.prefix = prefix;
-  held.resumes = (k) => Array.from({ length: k }, () =>
-    request('GET', s.headers({ Accept: 'text/event-stream', 'MCP-Protocol-Version': '2025-11-25', 'Last-Event-ID': `${prefix}-0` })));
+  // A GET resuming the call's stream (or, with id, another one), and k of them.
+  held.resume = (opts = {}, id = `${prefix}-0`) =>
+    request('GET', s.headers({ Accept: 'text/event-stream', 'MCP-Protocol-Version': '2025-11-25', 'Last-Event-ID': id }), undefined, opts);
+  held.resumes = (k) => Array.from({ length: k }, () => held.resume());
   return held;
 }
 
@@ -217,11 +218,10 @@ test('resumed streams are counted by outcome: answered, left, unknown (lost: fau
   try {
     // One resume waits for the answer; one leaves at once (its record stays
     // for the first); one names a stream this session never had.
-    const [waiting] = h.resumes(1);
-    const resume = { Accept: 'text/event-stream', 'MCP-Protocol-Version': '2025-11-25', 'Last-Event-ID': `${h.prefix}-0` };
-    const left = await request('GET', h.s.headers(resume), undefined, { timeoutMs: 500 }).then((x) => x.status, (e) => e);
+    const waiting = h.resume();
+    const left = await h.resume({ timeoutMs: 500 }).then((x) => x.status, (e) => e);
     assert.ok(left instanceof Error, `the client left its resumed stream: ${left}`);
-    const unknown = await request('GET', h.s.headers({ ...resume, 'Last-Event-ID': '0123456789ab-0' }));
+    const unknown = await h.resume({}, '0123456789ab-0');
     assert.equal(unknown.status, 404, unknown.body);
     const r = await waiting;
     assert.equal(r.status, 200);
