@@ -84,6 +84,10 @@ static void sweep_trash(struct store *st, int parent, const char *name, void *op
  * (fcgi/stream.h): SDKs try within seconds, the router holds a resume
  * while the session's cell restarts. */
 #define STREAM_KEEP_MS (10 * 60 * 1000)
+/* A delivered one (lost on the way only if a cell, the router or a
+ * connection died a moment later): the SDKs' two tries, each held up to
+ * the router's 60 s while the cell restarts, fit in it. */
+#define STREAM_DELIVERED_KEEP_MS (3 * 60 * 1000)
 
 /* opaque: a bool, true on the minute's tick, when the session's stream
  * records are swept as well. */
@@ -94,7 +98,7 @@ static void expire_session(struct store *st, int parent, const char *name, void 
   if (dfd < 0)
     return;
   if (*(const bool *)opaque)
-    stream_records_sweep(dfd, STREAM_KEEP_MS);
+    stream_records_sweep(dfd, STREAM_KEEP_MS, STREAM_DELIVERED_KEEP_MS);
   int64_t idle_ms = (int64_t)st->cfg->idle_timeout * 1000 + TOUCH_EVERY_MS;
   int64_t last = 0;
   cleanup_free char *text = NULL;

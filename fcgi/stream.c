@@ -53,10 +53,11 @@ static int session_log_level(int dirfd) {
 /* ---- a stream's record (see stream.h) ----
  * streams/<prefix>: the request id as JSON on the first line, written
  * once the record is locked; the response message on the second, written
- * when the call is over and its stream could not deliver it, before the
- * lock goes. */
+ * when the call is over, before the lock goes.  Mode 0400: the stream
+ * delivered that response (to nginx: see record_close). */
 
 #define RECORD_MAX ((size_t)1 << 30)
+#define RECORD_DELIVERED_MODE 0400
 #define RESUME_POLL_MS 200
 #define RESUME_COMMENT_MS 10000
 #define LOST_MESSAGE                                                                                                   \
@@ -87,20 +88,24 @@ static void record_open(struct call_stream *cs) {
 }
 
 /* The call is over.  Its response goes into the record before the lock
- * goes, delivered or not: a stream that took the answer may have lost its
- * client on the way (a connection dropped without a word reaches nginx
- * late), and a client that came back meanwhile holds the record open and
- * reads the answer there.  Then a delivered record (or a cancelled call's:
- * msg NULL) is removed, and a later resume gets 404; an undelivered one
- * waits for its client.  A line cut short (a full disk) reads as no
- * response: "lost", an error, never a wrong answer. */
+ * goes, delivered or not: "delivered" only means that nginx took it, and
+ * the answer can still be lost on the way (a cell or router killed a
+ * moment later, a connection dropped without a word that reaches nginx
+ * late).  So a delivered record stays too, marked by its mode, for
+ * stream_records_sweep's shorter time, and a client that comes back gets
+ * the answer rather than 404.  An undelivered one waits for its client.
+ * A cancelled call's (msg NULL) is removed, and so is a delivered one
+ * whose response could not be written (a later resume gets 404).  A line
+ * cut short (a full disk) reads as no response: "lost", an error, never
+ * a wrong answer. */
 static void record_close(struct call_stream *cs, const cJSON *msg, bool delivered) {
   if (cs->record_fd < 0)
     return;
   cleanup_free char *json = msg != NULL ? cJSON_PrintUnformatted(msg) : NULL;
-  if (json != NULL && write_all(cs->record_fd, json, strlen(json)) == 0)
-    write_all(cs->record_fd, "\n", 1);
-  if (delivered || msg == NULL) {
+  bool written =
+      json != NULL && write_all(cs->record_fd, json, strlen(json)) == 0 && write_all(cs->record_fd, "\n", 1) == 0;
+  bool marked = delivered && written && fchmod(cs->record_fd, RECORD_DELIVERED_MODE) == 0;
+  if (msg == NULL || (delivered && !marked)) {
     char path[40];
     record_path(cs->sse.prefix, path);
     unlinkat(cs->c->session->dirfd, path, 0);
@@ -109,7 +114,7 @@ static void record_close(struct call_stream *cs, const cJSON *msg, bool delivere
   cs->record_fd = -1;
 }
 
-void stream_records_sweep(int session_dirfd, int64_t keep_ms) {
+void stream_records_sweep(int session_dirfd, int64_t keep_ms, int64_t delivered_keep_ms) {
   int fd = openat(session_dirfd, STREAMS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
     return; /* no streamed call yet */
@@ -121,8 +126,10 @@ void stream_records_sweep(int session_dirfd, int64_t keep_ms) {
   int64_t now = wall_ms();
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
     struct stat sb;
-    if (e->d_name[0] == '.' || fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode) ||
-        now - stat_mtime_ms(&sb) < keep_ms)
+    if (e->d_name[0] == '.' || fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode))
+      continue;
+    bool delivered = (sb.st_mode & 07777) == RECORD_DELIVERED_MODE;
+    if (now - stat_mtime_ms(&sb) < (delivered ? delivered_keep_ms : keep_ms))
       continue;
     cleanup_close int rfd = openat(fd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (rfd >= 0 && !lock_held_elsewhere(rfd)) /* a call still running keeps its record */
@@ -198,8 +205,8 @@ int stream_resume(int session_dirfd, const char *last_event_id, struct http_sink
   record_path(prefix, path);
   cleanup_close int fd = openat(session_dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
-    *why = "Not Found: no stream to resume by this Last-Event-ID in this session (its answer was delivered, or the "
-           "session has none by that id)";
+    *why = "Not Found: no stream to resume by this Last-Event-ID in this session (an earlier resume took its answer, "
+           "its answer is no longer kept, or the session has none by that id)";
     return resumed(RESUME_UNKNOWN, 404);
   }
   struct sse sse = {0};

@@ -13,13 +13,16 @@
  *
  * A 2025 stream resumes (the transport's resumability): each has a record,
  * streams/<prefix> in the session's folder, that its responder holds
- * locked while the call runs, writes the answer into when it is over, and
- * then removes when its stream delivered the answer, so that a client
- * whose stream broke (a proxy's timeout, a dropped connection, a cell or
- * responder that died) and that comes back with GET and Last-Event-ID
- * gets the answer: once the call is over, or at once when it is.  A record left unlocked
- * without a response is a call whose responder died: the client gets an
- * error for its request rather than waiting for its own timeout. */
+ * locked while the call runs and writes the answer into when it is over,
+ * so that a client whose stream broke (a proxy's timeout, a dropped
+ * connection, a cell or responder that died) and that comes back with GET
+ * and Last-Event-ID gets the answer: once the call is over, or at once
+ * when it is.  The record stays after its stream delivered the answer
+ * too, for a shorter time: nginx took it, but a cell or router killed a
+ * moment later loses it on the way.  A resume that got the answer removes
+ * the record.  A record left unlocked without a response is a call whose
+ * responder died: the client gets an error for its request rather than
+ * waiting for its own timeout. */
 #ifndef MCP_STREAM_H
 #define MCP_STREAM_H
 
@@ -68,9 +71,10 @@ int stream_resume(int session_dirfd, const char *last_event_id, struct http_sink
 
 /* Remove the session's stream records that no client came back for:
  * unlocked (their call is over, or their responder died) and unchanged for
- * keep_ms.  The keeper runs it (fcgi/keeper.c), so that the answers of
- * broken streams do not pile up on disk for the session's whole life. */
-void stream_records_sweep(int session_dirfd, int64_t keep_ms);
+ * keep_ms, or delivered_keep_ms when their stream delivered the answer.
+ * The keeper runs it (fcgi/keeper.c), so that answers do not pile up on
+ * disk for the session's whole life. */
+void stream_records_sweep(int session_dirfd, int64_t keep_ms, int64_t delivered_keep_ms);
 
 /* logging/setLevel: the session's level for notifications/message. */
 int logging_set_level(struct rpc_call *c);

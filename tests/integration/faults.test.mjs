@@ -692,6 +692,43 @@ test('kill -9 of the responder serving a call: the client gets an error promptly
   }
 });
 
+test('a streamed answer that nginx took but its client never read (a connection gone silent; a cell or the router killed a moment later): the client resumes the stream and gets the answer, once', opts, async (t) => {
+  const s = await open('silent');
+  let sock;
+  try {
+    const answered = 'mcp_stream_resumes_total{outcome="answered"}';
+    const before = await metric(answered);
+    // A client that reads nothing of its stream: the answer goes into the
+    // kernel's buffers, and nginx and the service see it delivered.
+    sock = slowReader(s, 'import time\nopen("silent-start", "w").close()\ntime.sleep(1)\nprint("kept for the resume")', {});
+    await waitFile(s, 'silent-start');
+    const dir = path.join(STATE_DIR, 'sessions', s.sid, 'streams');
+    const prefix = fs.readdirSync(dir).find((n) => /^[0-9a-f]{12}$/.test(n));
+    assert.ok(prefix, 'the running call has a stream record');
+    const record = path.join(dir, prefix);
+    // The call is over when its record is marked delivered (mode 0400), or
+    // gone.
+    const mode = await until('the call is over', () => {
+      if (!fs.existsSync(record)) return 'gone';
+      const m = fs.statSync(record).mode & 0o7777;
+      return m === 0o400 ? '0400' : null;
+    }, 20000);
+    t.diagnostic(`the call is over; its record: ${mode}`);
+    sock.destroy();
+    const resume = () => request('GET', s.headers({ Accept: 'text/event-stream', 'Last-Event-ID': `${prefix}-0` }));
+    const r = await resume();
+    assert.equal(r.status, 200, `the resume: HTTP ${r.status} ${r.body}`);
+    assert.match(r.body, /"stdout":"kept for the resume\\n"/, 'the resumed stream carries the answer');
+    assert.equal(await metric(answered) - before, 1, `${answered} counts it`);
+    const again = await resume();
+    assert.equal(again.status, 404, `a second resume of a stream whose answer a resume took: ${again.status} ${again.body}`);
+    assert.ok(!fs.existsSync(record), 'the record is gone');
+  } finally {
+    sock?.destroy();
+    await end(s);
+  }
+});
+
 /**
  * An SDK client's call of execute_python (args; its code creates
  * /work/<startFile> first) whose responder is killed (kill -9) once that

@@ -221,6 +221,19 @@ static int records(const char *session) {
   return n;
 }
 
+/* Remove the session's stream records (those of delivered answers stay
+ * 3 minutes). */
+static void clear_records(const char *session) {
+  char dir[PATH_MAX + 200];
+  snprintf(dir, sizeof(dir), "%s/sessions/%.80s/streams", h.state, session);
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.')
+      unlinkat(dirfd(d), e->d_name, 0);
+  if (d != NULL)
+    closedir(d);
+}
+
 /* The first event id of the session's one stream with a record. */
 static void running_stream_id(char id[32]) {
   id[0] = '\0';
@@ -258,19 +271,39 @@ static void old_record(const char *name, const char *text, int age_s) {
   utimensat(AT_FDCWD, path, ts, 0);
 }
 
+/* Mode 0400, as a stream that delivered its answer leaves its record. */
+static void mark_delivered(const char *name) {
+  char path[PATH_MAX + 200];
+  snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/%s", h.state, sid, name);
+  chmod(path, 0400);
+}
+
+/* The mode of a record in the session's streams/, -1: none. */
+static int record_mode(const char *name) {
+  char path[PATH_MAX + 200];
+  snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/%s", h.state, sid, name);
+  struct stat sb;
+  return stat(path, &sb) == 0 ? (int)(sb.st_mode & 07777) : -1;
+}
+
 static bool record_exists(const char *name) {
   char path[PATH_MAX + 200];
   snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/%s", h.state, sid, name);
   return access(path, F_OK) == 0;
 }
 
-/* The keeper's minute: answers nobody came back for in 10 minutes go; a
- * younger one, and a call still running (locked), stay. */
+/* The keeper's minute: answers nobody came back for in 10 minutes go, and
+ * delivered ones in 3; a younger one, and a call still running (locked),
+ * stay. */
 static void sweep_tests(void) {
   old_record("00000000000a", "1\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n", 11 * 60);
   old_record("00000000000b", "2\n", 11 * 60);
   old_record("00000000000c", "3\n{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n", 9 * 60);
   old_record("00000000000d", "4\n", 11 * 60);
+  old_record("00000000000e", "5\n{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\n", 4 * 60);
+  old_record("00000000000f", "6\n{\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n", 2 * 60);
+  mark_delivered("00000000000e");
+  mark_delivered("00000000000f");
   char path[PATH_MAX + 200];
   snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/00000000000d", h.state, sid);
   int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -279,6 +312,8 @@ static void sweep_tests(void) {
   ok(!record_exists("00000000000a"), "the keeper removes an answer nobody came back for in 10 minutes");
   ok(!record_exists("00000000000b"), "and a dead responder's record as old");
   ok(record_exists("00000000000c"), "a younger answer stays");
+  ok(!record_exists("00000000000e"), "a delivered answer goes after 3 minutes");
+  ok(record_exists("00000000000f"), "a younger delivered one stays");
   ok(record_exists("00000000000d"), "a running call's record stays, however old");
   if (fd >= 0)
     close(fd);
@@ -286,18 +321,34 @@ static void sweep_tests(void) {
   ok(!record_exists("00000000000d"), "once that call is over, it goes too");
   snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/00000000000c", h.state, sid);
   unlink(path);
+  snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/00000000000f", h.state, sid);
+  unlink(path);
 }
 
 static void resume_tests(void) {
   struct response r;
   char id[32];
+  ok(records(sid) > 0, "the streams of the tests before delivered their answers and kept their records (%d)",
+     records(sid));
+  clear_records(sid);
   tools_call("2025-11-25", ACCEPT_BOTH, "\"d1\"", NULL, "{\"code\":\"print('delivered')\"}", &r);
   first_event_id(&r, id);
   ok(id[0] != '\0', "a 2025-11-25 stream's priming event has an id (%s)", id);
-  is_int(records(sid), 0, "a stream that delivered its answer leaves no record");
+  is_int(records(sid), 1, "a stream that delivered its answer keeps its record");
+  char name[32];
+  snprintf(name, sizeof(name), "%.12s", id);
+  is_int(record_mode(name), 0400, "marked delivered by its mode");
+  response_free(&r);
+  /* nginx took the answer, but the client may not have got it: a cell or
+   * the router killed a moment later loses it on the way. */
+  resume(sid, id, &r);
+  is_str(header(&r, "Content-Type"), "text/event-stream", "resuming a delivered stream: a stream");
+  is_str(jstr(r.json, "id"), "d1", "with the answer to its request");
+  is_str(jstr(r.json, "result.structuredContent.stdout"), "delivered\n", "again");
+  is_int(records(sid), 0, "then its record is gone");
   response_free(&r);
   resume(sid, id, &r);
-  is_rpc_error(&r, 404, -32600, "no stream to resume", "resuming a delivered stream: 404");
+  is_rpc_error(&r, 404, -32600, "no stream to resume", "resuming it once more: 404");
   response_free(&r);
 
   /* A stream that breaks while the call runs: the call goes on, and its
