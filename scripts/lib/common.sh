@@ -323,7 +323,7 @@ render_squid_errors() {
   local d="$MCP_STATE_DIR/egress/errors" t name line
   rm -rf "$d" && mkdir -p "$d"
   for t in /usr/share/squid/errors/templates/ERR_*; do
-    name="$(basename "$t")"
+    name="${t##*/}"
     printf 'egress failed: the proxy answered %s for %%H (%%E)\n' "$name" >"$d/$name"
   done
   while read -r name line; do

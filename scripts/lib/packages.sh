@@ -27,16 +27,21 @@ die() {
   exit 1
 }
 
-# Install the Debian packages that are missing (one apt-get call).
+# Install the Debian packages that are missing (one apt-get call).  One
+# dpkg-query for all of them: a cell runs this at every start, and a
+# process per package cost it a second (more on a busy machine).
 apt_install() {
-  local missing=() p
+  local missing=() p installed
+  # (dpkg-query fails when one of them is unknown, and lists the others)
+  installed=" $(dpkg-query -W -f='${Package} ${Status}\n' "$@" 2>/dev/null |
+    awk '$NF == "installed" && $(NF-1) == "ok" { sub(/:.*/, "", $1); printf "%s ", $1 }' || true)"
   for p in "$@"; do
     # node and npm may come from elsewhere (NodeSource): accept the commands.
     case "$p" in
       nodejs) command -v node >/dev/null && continue ;;
       npm) command -v npm >/dev/null && continue ;;
     esac
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+    [[ "$installed" == *" $p "* ]] || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing: ${missing[*]}"
