@@ -367,7 +367,8 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
   const perCell = {};
   for (const s of sessions) perCell[ownerOf(s.id)] = (perCell[ownerOf(s.id)] || 0) + 1;
   const seenBefore = seen.length;
-  const stats = { lost: new Set(), failed: 0, notRun: 0, retried: 0, stall: {}, done: 0, killAt: 0, restartedAt: 0 };
+  const stats = { lost: new Set(), failed: 0, notRun: 0, retried: 0, stall: {}, done: 0, killAt: 0, restartedAt: 0,
+    timedOut: 0 };
   const victim = 'cell-1';
   const total = LOAD_SESSIONS * LOAD_CALLS;
   let chaos = null;
@@ -399,6 +400,7 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
         }
         const text = error ? String(error.message || error) : r.isError ? JSON.stringify(r.content).slice(0, 300) : '';
         if (text) {
+          if (/timed out/i.test(text)) stats.timedOut++;
           // The JSON-RPC message of an HTTP error, else the text; runs of the
           // same one are counted.
           const said = (text.match(/"message":"([^"]{0,120})/) || [null, text.slice(0, 120)])[1];
@@ -439,9 +441,20 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
       if (!chaos && stats.done >= Math.floor(total / 4)) {
         stats.killAt = stats.done;
         chaos = (async () => {
+          // When the router sees the cell back, from the kill: how long
+          // its sessions could not be served.
+          const t0 = Date.now();
           await cluster('kill', victim);
+          stats.killMs = Date.now() - t0;
           await sleep(5000);
+          const t1 = Date.now();
+          const ready = (async () => {
+            while ((await routerMetric(`mcp_router_cell_ready{cell="${victim}"}`)) !== 1) await sleep(250);
+            stats.readyMs = Date.now() - t0;
+          })();
           await cluster('start', victim);
+          stats.startMs = Date.now() - t1;
+          await ready;
           stats.restartedAt = stats.done;
         })();
       }
@@ -453,9 +466,10 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
   const wrong = seen.slice(seenBefore).filter((x) => x.id && x.cell && x.cell !== ownerOf(x.id));
   console.log(
     `# cluster load: ${LOAD_SESSIONS} sessions (${JSON.stringify(perCell)}), ${total} calls in ${Date.now() - started} ms; ` +
-      `${victim} killed after ${stats.killAt} calls, started again by ${stats.restartedAt}; ` +
+      `${victim} killed after ${stats.killAt} calls (its kill took ${stats.killMs} ms), started again 5 s later, by ` +
+      `${stats.restartedAt} (its start took ${stats.startMs} ms; the router saw it ready ${stats.readyMs} ms after the kill); ` +
       `sessions lost ${stats.lost.size}, misrouted ${wrong.length}, failed calls ${stats.failed} (${stats.notRun} not run after them), ` +
-      `retried calls ${stats.retried}; longest stall ` +
+      `retried calls ${stats.retried}, tries that waited for the client's timeout ${stats.timedOut}; longest stall ` +
       Object.entries(stats.stall).map(([era, x]) => `of a ${era} session ${x.ms} ms: ${x.what}`).join('; '),
   );
   for (const l of stats.lost) console.log(`# lost: ${l}`);
