@@ -58,6 +58,8 @@ static int session_log_level(int dirfd) {
 
 #define RECORD_MAX ((size_t)1 << 30)
 #define RECORD_DELIVERED_MODE 0400
+#define DELIVERED_KEEP_COUNT 16
+#define DELIVERED_KEEP_BYTES ((off_t)16 << 20)
 #define RESUME_POLL_MS 200
 #define RESUME_COMMENT_MS 10000
 #define LOST_MESSAGE                                                                                                   \
@@ -92,12 +94,69 @@ static void record_open(struct call_stream *cs) {
  * the answer can still be lost on the way (a cell or router killed a
  * moment later, a connection dropped without a word that reaches nginx
  * late).  So a delivered record stays too, marked by its mode, for
- * stream_records_sweep's shorter time, and a client that comes back gets
- * the answer rather than 404.  An undelivered one waits for its client.
+ * stream_records_sweep's shorter time and within delivered_trim's bounds,
+ * and a client that comes back gets the answer rather than 404.  An undelivered one waits for its client.
  * A cancelled call's (msg NULL) is removed, and so is a delivered one
  * whose response could not be written (a later resume gets 404).  A line
  * cut short (a full disk) reads as no response: "lost", an error, never
  * a wrong answer. */
+struct kept {
+  int64_t mtime_ms;
+  off_t size;
+  char name[24];
+};
+
+static int newest_first(const void *a, const void *b) {
+  const struct kept *x = a, *y = b;
+  if (x->mtime_ms != y->mtime_ms)
+    return x->mtime_ms < y->mtime_ms ? 1 : -1;
+  return strcmp(y->name, x->name);
+}
+
+/* A session keeps its newest delivered answers, DELIVERED_KEEP_COUNT at
+ * most and DELIVERED_KEEP_BYTES in all (newest first, one that does not
+ * fit goes): an answer that a cell's death caught on its way is among the
+ * newest, and the answers of a busy session (with output files inlined,
+ * some are megabytes) do not pile up on disk for the keeper's minutes. */
+static void delivered_trim(int session_dirfd) {
+  int fd = openat(session_dirfd, STREAMS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return;
+  cleanup_dir DIR *d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return;
+  }
+  cleanup_free struct kept *k = NULL;
+  size_t n = 0, cap = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    struct stat sb;
+    if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof(k->name) ||
+        fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode) ||
+        (sb.st_mode & 07777) != RECORD_DELIVERED_MODE)
+      continue;
+    if (n == cap) {
+      struct kept *more = reallocarray(k, cap = cap ? 2 * cap : 32, sizeof(*k));
+      if (more == NULL)
+        return;
+      k = more;
+    }
+    k[n] = (struct kept){stat_mtime_ms(&sb), sb.st_size, ""};
+    snprintf(k[n++].name, sizeof(k->name), "%s", e->d_name);
+  }
+  if (n > 1)
+    qsort(k, n, sizeof(*k), newest_first);
+  off_t bytes = 0;
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (kept < DELIVERED_KEEP_COUNT && k[i].size <= DELIVERED_KEEP_BYTES - bytes) {
+      kept++;
+      bytes += k[i].size;
+    } else
+      unlinkat(fd, k[i].name, 0);
+  }
+}
+
 static void record_close(struct call_stream *cs, const cJSON *msg, bool delivered) {
   if (cs->record_fd < 0)
     return;
@@ -112,6 +171,8 @@ static void record_close(struct call_stream *cs, const cJSON *msg, bool delivere
   }
   close(cs->record_fd);
   cs->record_fd = -1;
+  if (marked)
+    delivered_trim(cs->c->session->dirfd);
 }
 
 void stream_records_sweep(int session_dirfd, int64_t keep_ms, int64_t delivered_keep_ms) {

@@ -325,6 +325,41 @@ static void sweep_tests(void) {
   unlink(path);
 }
 
+/* A session keeps its 16 newest delivered answers, of 16 MiB in all at
+ * most; the records of other streams are not counted. */
+static void trim_tests(void) {
+  clear_records(sid);
+  char name[16];
+  for (int i = 1; i <= 20; i++) {
+    snprintf(name, sizeof(name), "0000000001%02d", i);
+    old_record(name, "1\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n", i);
+    mark_delivered(name);
+  }
+  old_record("0000000002aa", "2\n", 30);
+  struct response r;
+  tools_call("2025-11-25", ACCEPT_BOTH, "\"t1\"", NULL, "{\"code\":\"print('trim')\"}", &r);
+  is_str(jstr(r.json, "result.structuredContent.stdout"), "trim\n", "a streamed call");
+  response_free(&r);
+  is_int(records(sid), 17, "then 16 delivered answers are kept, and the record of a broken stream");
+  ok(record_exists("000000000115") && !record_exists("000000000116"), "the newest: the call's own and 15 more");
+  ok(record_exists("0000000002aa"), "a broken stream's record is not counted");
+
+  /* One answer of more than 16 MiB, delivered a second ago. */
+  char path[PATH_MAX + 200];
+  snprintf(path, sizeof(path), "%s/sessions/%.80s/streams/0000000003bb", h.state, sid);
+  FILE *f = fopen(path, "w");
+  ok(f != NULL && ftruncate(fileno(f), (off_t)17 << 20) == 0, "an answer of 17 MiB");
+  if (f != NULL)
+    fclose(f);
+  mark_delivered("0000000003bb");
+  tools_call("2025-11-25", ACCEPT_BOTH, "\"t2\"", NULL, "{\"code\":\"print('trim')\"}", &r);
+  response_free(&r);
+  ok(!record_exists("0000000003bb"), "the next call's trim removes it: more than 16 MiB in all");
+  is_int(records(sid), 17, "the newest 16 others stay");
+  ok(record_exists("000000000114") && !record_exists("000000000115"), "the call's own, t1's and 14 more");
+  clear_records(sid);
+}
+
 static void resume_tests(void) {
   struct response r;
   char id[32];
@@ -455,6 +490,7 @@ static void resume_tests(void) {
     delete_session(&h, TEST_TOKEN, other);
   }
   sweep_tests();
+  trim_tests();
   struct http_request modern = get_request(NULL, "0123456789ab-1");
   modern.protocol_version = "2026-07-28";
   serve(&h, &modern, &r);
