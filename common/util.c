@@ -604,8 +604,8 @@ void sha256_hex(const void *data, size_t len, char out[65]) {
   out[64] = '\0';
 }
 
-DIR *dir_stream(int dfd) {
-  int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+/* A directory stream that owns fd; fd is closed when there is none. */
+static DIR *dir_of(int fd) {
   if (fd < 0)
     return NULL;
   DIR *d = fdopendir(fd);
@@ -613,8 +613,17 @@ DIR *dir_stream(int dfd) {
     int e = errno;
     close(fd);
     errno = e;
-    return NULL;
   }
-  rewinddir(d); /* the copy shares the offset of dfd, wherever it is */
   return d;
+}
+
+DIR *dir_stream(int dfd) {
+  DIR *d = dir_of(fcntl(dfd, F_DUPFD_CLOEXEC, 0));
+  if (d != NULL)
+    rewinddir(d); /* the copy shares the offset of dfd, wherever it is */
+  return d;
+}
+
+DIR *dir_open_at(int parent_fd, const char *name) {
+  return dir_of(openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
 }

@@ -160,5 +160,9 @@ static inline void cleanup_bufp(struct buf *b) { buf_free(b); }
  * open (it reads a close-on-exec copy; closedir() closes only that).  NULL
  * with errno set. */
 DIR *dir_stream(int dfd);
+/* A listing of the folder name under parent_fd through a description of
+ * its own (a dup() of a shared fd would share its offset with other
+ * threads' listings); NULL when it cannot be opened (errno). */
+DIR *dir_open_at(int parent_fd, const char *name);
 
 #endif

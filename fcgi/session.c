@@ -131,20 +131,8 @@ static int read_meta(struct session *s, mcp_error_t *err) {
   return 0;
 }
 
-/* A listing of state/<name> through a description of its own: a dup()
- * of a shared fd would share its offset with other threads' listings. */
-static DIR *open_listing(int parent_fd, const char *name) {
-  int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
-    return NULL;
-  DIR *d = fdopendir(fd);
-  if (d == NULL)
-    close(fd);
-  return d;
-}
-
 static int count_entries(int parent_fd, const char *name, bool (*want)(const char *)) {
-  cleanup_dir DIR *d = open_listing(parent_fd, name);
+  cleanup_dir DIR *d = dir_open_at(parent_fd, name);
   int n = 0;
   struct dirent *de;
   while (d != NULL && (de = readdir(d)) != NULL)
@@ -157,7 +145,7 @@ int session_count(struct store *st) { return count_entries(st->state_fd, "sessio
 
 /* What the workspace images below state/<name> may still take. */
 static uint64_t unallocated_in(int parent_fd, const char *name) {
-  cleanup_dir DIR *d = open_listing(parent_fd, name);
+  cleanup_dir DIR *d = dir_open_at(parent_fd, name);
   uint64_t sum = 0;
   struct dirent *de;
   while (d != NULL && (de = readdir(d)) != NULL) {
@@ -271,7 +259,7 @@ int slot_publish(struct store *st, const char *id, mcp_error_t *err) {
 /* Take a ready pool folder by renaming it to sessions/<sid>: rename is
  * atomic, so two responders never claim the same one. */
 static int claim_slot(struct store *st, const char *sid, char sandbox_id[33]) {
-  cleanup_dir DIR *d = open_listing(st->state_fd, "pool");
+  cleanup_dir DIR *d = dir_open_at(st->state_fd, "pool");
   if (d == NULL)
     return -1;
   struct dirent *de;
@@ -387,14 +375,9 @@ static void note_time(int dirfd, const char *name, int64_t *last_ms) {
 
 bool session_runs_active(int session_dirfd, int64_t *last_ms) {
   *last_ms = 0;
-  int fd = openat(session_dirfd, RUNS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
+  cleanup_dir DIR *d = dir_open_at(session_dirfd, RUNS_DIR);
+  if (d == NULL)
     return false;
-  cleanup_dir DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return false;
-  }
   bool active = false;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
@@ -524,14 +507,14 @@ int session_destroy(struct store *st, const char *id, mcp_error_t *err) {
 /* Owner entries whose session is gone (a crash between the two steps of
  * session_destroy, or of session_create). */
 void session_owners_mend(struct store *st) {
-  cleanup_dir DIR *owners = open_listing(st->state_fd, "owners");
+  cleanup_dir DIR *owners = dir_open_at(st->state_fd, "owners");
   struct dirent *t;
   while (owners != NULL && (t = readdir(owners)) != NULL) {
     if (strncmp(t->d_name, "t-", 2) != 0)
       continue;
     char dir[80];
     snprintf(dir, sizeof(dir), "owners/%.70s", t->d_name);
-    cleanup_dir DIR *d = open_listing(st->state_fd, dir);
+    cleanup_dir DIR *d = dir_open_at(st->state_fd, dir);
     cleanup_close int dfd = d != NULL ? openat(st->state_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     struct dirent *e;
     while (d != NULL && dfd >= 0 && (e = readdir(d)) != NULL) {

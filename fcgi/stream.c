@@ -100,6 +100,15 @@ static void record_open(struct call_stream *cs) {
  * whose response could not be written (a later resume gets 404).  A line
  * cut short (a full disk) reads as no response: "lost", an error, never
  * a wrong answer. */
+/* The next record in a listing of streams/ (a regular file) and its
+ * status; NULL at the end. */
+static const char *record_next(DIR *d, struct stat *sb) {
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb->st_mode))
+      return e->d_name;
+  return NULL;
+}
+
 struct kept {
   int64_t mtime_ms;
   off_t size;
@@ -119,21 +128,14 @@ static int newest_first(const void *a, const void *b) {
  * newest, and the answers of a busy session (with output files inlined,
  * some are megabytes) do not pile up on disk for the keeper's minutes. */
 static void delivered_trim(int session_dirfd) {
-  int fd = openat(session_dirfd, STREAMS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
+  cleanup_dir DIR *d = dir_open_at(session_dirfd, STREAMS_DIR);
+  if (d == NULL)
     return;
-  cleanup_dir DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return;
-  }
   cleanup_free struct kept *k = NULL;
   size_t n = 0, cap = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    struct stat sb;
-    if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof(k->name) ||
-        fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode) ||
-        (sb.st_mode & 07777) != RECORD_DELIVERED_MODE)
+  struct stat sb;
+  for (const char *name; (name = record_next(d, &sb)) != NULL;) {
+    if (strlen(name) >= sizeof(k->name) || (sb.st_mode & 07777) != RECORD_DELIVERED_MODE)
       continue;
     if (n == cap) {
       struct kept *more = reallocarray(k, cap = cap ? 2 * cap : 32, sizeof(*k));
@@ -142,7 +144,7 @@ static void delivered_trim(int session_dirfd) {
       k = more;
     }
     k[n] = (struct kept){stat_mtime_ms(&sb), sb.st_size, ""};
-    snprintf(k[n++].name, sizeof(k->name), "%s", e->d_name);
+    snprintf(k[n++].name, sizeof(k->name), "%s", name);
   }
   if (n > 1)
     qsort(k, n, sizeof(*k), newest_first);
@@ -153,7 +155,7 @@ static void delivered_trim(int session_dirfd) {
       kept++;
       bytes += k[i].size;
     } else
-      unlinkat(fd, k[i].name, 0);
+      unlinkat(dirfd(d), k[i].name, 0);
   }
 }
 
@@ -176,25 +178,18 @@ static void record_close(struct call_stream *cs, const cJSON *msg, bool delivere
 }
 
 void stream_records_sweep(int session_dirfd, int64_t keep_ms, int64_t delivered_keep_ms) {
-  int fd = openat(session_dirfd, STREAMS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
+  cleanup_dir DIR *d = dir_open_at(session_dirfd, STREAMS_DIR);
+  if (d == NULL)
     return; /* no streamed call yet */
-  cleanup_dir DIR *d = fdopendir(fd);
-  if (d == NULL) {
-    close(fd);
-    return;
-  }
   int64_t now = wall_ms();
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    struct stat sb;
-    if (e->d_name[0] == '.' || fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode))
-      continue;
+  struct stat sb;
+  for (const char *name; (name = record_next(d, &sb)) != NULL;) {
     bool delivered = (sb.st_mode & 07777) == RECORD_DELIVERED_MODE;
     if (now - stat_mtime_ms(&sb) < (delivered ? delivered_keep_ms : keep_ms))
       continue;
-    cleanup_close int rfd = openat(fd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    cleanup_close int rfd = openat(dirfd(d), name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (rfd >= 0 && !lock_held_elsewhere(rfd)) /* a call still running keeps its record */
-      unlinkat(fd, e->d_name, 0);
+      unlinkat(dirfd(d), name, 0);
   }
 }
 
