@@ -89,17 +89,6 @@ static void record_open(struct call_stream *cs) {
   cs->record_fd = fd;
 }
 
-/* The call is over.  Its response goes into the record before the lock
- * goes, delivered or not: "delivered" only means that nginx took it, and
- * the answer can still be lost on the way (a cell or router killed a
- * moment later, a connection dropped without a word that reaches nginx
- * late).  So a delivered record stays too, marked by its mode, for
- * stream_records_sweep's shorter time and within delivered_trim's bounds,
- * and a client that comes back gets the answer rather than 404.  An undelivered one waits for its client.
- * A cancelled call's (msg NULL) is removed, and so is a delivered one
- * whose response could not be written (a later resume gets 404).  A line
- * cut short (a full disk) reads as no response: "lost", an error, never
- * a wrong answer. */
 /* The next record in a listing of streams/ (a regular file) and its
  * status; NULL at the end. */
 static const char *record_next(DIR *d, struct stat *sb) {
@@ -159,6 +148,17 @@ static void delivered_trim(int session_dirfd) {
   }
 }
 
+/* The call is over.  Its response goes into the record before the lock
+ * goes, delivered or not: "delivered" only means that nginx took it, and
+ * the answer can still be lost on the way (a cell or router killed a
+ * moment later, a connection dropped without a word that reaches nginx
+ * late).  So a delivered record stays too, marked by its mode, for
+ * stream_records_sweep's shorter time and within delivered_trim's bounds,
+ * and a client that comes back gets the answer rather than 404.  An
+ * undelivered one waits for its client.  A cancelled call's (msg NULL) is
+ * removed, and so is a delivered one whose response could not be written
+ * (a later resume gets 404).  A line cut short (a full disk) reads as no
+ * response: "lost", an error, never a wrong answer. */
 static void record_close(struct call_stream *cs, const cJSON *msg, bool delivered) {
   if (cs->record_fd < 0)
     return;
