@@ -18,11 +18,11 @@
  * connection, a cell or responder that died) and that comes back with GET
  * and Last-Event-ID gets the answer: once the call is over, or at once
  * when it is.  The record stays after its stream delivered the answer
- * too, for a shorter time: nginx took it, but a cell or router killed a
- * moment later loses it on the way.  A resume that got the answer removes
- * the record.  A record left unlocked without a response is a call whose
- * responder died: the client gets an error for its request rather than
- * waiting for its own timeout. */
+ * too, for a shorter time and only among the session's newest: nginx took
+ * it, but a cell or router killed a moment later loses it on the way.  A
+ * resume that got the answer removes the record.  A record left unlocked
+ * without a response is a call whose responder died: the client gets an
+ * error for its request rather than waiting for its own timeout. */
 #ifndef MCP_STREAM_H
 #define MCP_STREAM_H
 
