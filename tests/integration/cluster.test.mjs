@@ -448,11 +448,20 @@ test(`a load of ${LOAD_SESSIONS} sessions x ${LOAD_CALLS} calls over 3 cells, on
           stats.killMs = Date.now() - t0;
           await sleep(5000);
           const t1 = Date.now();
+          let started = true;
           const ready = (async () => {
-            while ((await routerMetric(`mcp_router_cell_ready{cell="${victim}"}`)) !== 1) await sleep(250);
-            stats.readyMs = Date.now() - t0;
+            for (const end = Date.now() + 300_000; started && Date.now() < end; await sleep(250)) {
+              const up = await routerMetric(`mcp_router_cell_ready{cell="${victim}"}`).catch(() => 0);
+              if (up === 1) {
+                stats.readyMs = Date.now() - t0;
+                return;
+              }
+            }
           })();
-          await cluster('start', victim);
+          await cluster('start', victim).catch((e) => {
+            started = false;
+            throw e;
+          });
           stats.startMs = Date.now() - t1;
           await ready;
           stats.restartedAt = stats.done;
