@@ -98,6 +98,8 @@ static const char *record_next(DIR *d, struct stat *sb) {
   return NULL;
 }
 
+static bool record_delivered(const struct stat *sb) { return (sb->st_mode & 07777) == RECORD_DELIVERED_MODE; }
+
 struct kept {
   int64_t mtime_ms;
   off_t size;
@@ -124,7 +126,7 @@ static void delivered_trim(int session_dirfd) {
   size_t n = 0, cap = 0;
   struct stat sb;
   for (const char *name; (name = record_next(d, &sb)) != NULL;) {
-    if (strlen(name) >= sizeof(k->name) || (sb.st_mode & 07777) != RECORD_DELIVERED_MODE)
+    if (strlen(name) >= sizeof(k->name) || !record_delivered(&sb))
       continue;
     if (n == cap) {
       struct kept *more = reallocarray(k, cap = cap ? 2 * cap : 32, sizeof(*k));
@@ -184,8 +186,7 @@ void stream_records_sweep(int session_dirfd, int64_t keep_ms, int64_t delivered_
   int64_t now = wall_ms();
   struct stat sb;
   for (const char *name; (name = record_next(d, &sb)) != NULL;) {
-    bool delivered = (sb.st_mode & 07777) == RECORD_DELIVERED_MODE;
-    if (now - stat_mtime_ms(&sb) < (delivered ? delivered_keep_ms : keep_ms))
+    if (now - stat_mtime_ms(&sb) < (record_delivered(&sb) ? delivered_keep_ms : keep_ms))
       continue;
     cleanup_close int rfd = openat(dirfd(d), name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (rfd >= 0 && !lock_held_elsewhere(rfd)) /* a call still running keeps its record */
