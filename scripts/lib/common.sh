@@ -403,6 +403,7 @@ start_squid() {
   logged "$d/logs/squid.log" env -u MCP_TOKENS LD_PRELOAD="$(install_dir)/libexec/mcp-sandbox/libmcpegressguard.so" \
     MCP_EGRESS_NETWORKS="$(config_text egress_networks)" setsid squid -N -f "$d/squid.conf" </dev/null &
   echo $! >"$d/squid.run.pid"
+  note_pid "$d/squid.run.pid"
   for i in $(seq 1 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$(egress_port)") 2>/dev/null && return 0
     pid_alive "$d/squid.run.pid" || die "squid exited; see $(log_hint "$d/logs/squid.log and cache.log")"
@@ -419,7 +420,7 @@ stop_squid() {
     for i in $(seq 1 50); do pid_alive "$f" || break; sleep 0.1; done
     pid_alive "$f" && kill -KILL "$(cat "$f")" 2>/dev/null
   fi
-  rm -f "$f"
+  rm -f "$f" "$f.start"
   # Squid's helpers (mcp-egress-helper, security_file_certgen, each given
   # a path below $d) read their end of a pipe and exit after Squid does,
   # not with it: wait for them too, so that the proxy is gone when this
@@ -438,13 +439,45 @@ endpoint_url() {
   printf '%s://%s:%s/mcp' "$scheme" "$MCP_HOST" "$MCP_PORT"
 }
 
+# A process's identity, which no step of the clock changes: the boot it runs
+# in (the kernel's boot id, the same in every container of a host) and its
+# start in clock ticks since that boot.  "PID BOOT_ID START"; fails when
+# the process is gone.
+proc_identity() {
+  local stat boot
+  stat="$(cat "/proc/$1/stat" 2>/dev/null)" && boot="$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" || return 1
+  printf '%s %s %s\n' "$1" "$boot" "$(printf '%s' "${stat##*) }" | awk '{print $20}')"
+}
+
+# Note beside a PID file (FILE.start) which process it names, by its
+# identity, once FILE names one (nginx writes its own after it has forked:
+# up to 5 s).  Best effort: without the note pid_alive goes by the times.
+note_pid() {
+  local f="$1" pid="" i
+  for i in $(seq 1 50); do
+    pid="$(cat "$f" 2>/dev/null)" && [[ "$pid" =~ ^[0-9]+$ ]] && break
+    sleep 0.1
+  done
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  if proc_identity "$pid" >"$f.start.tmp"; then mv -f "$f.start.tmp" "$f.start"; else rm -f "$f.start.tmp"; fi
+}
+
 # Whether the process a PID file names runs.  A PID file of an earlier boot
 # or an earlier container (a cell killed and started again keeps its state
-# folder) names a PID that may be another process's now: only a process
-# that started before the file was written (2 s of slack) is its own.
+# folder) names a PID that may be another process's now.  The note of
+# note_pid says which process it was: only that one is its own.  Without a
+# note (a PID file that something else wrote again), only a process that
+# started before the file was written (2 s of slack) is: that compares the
+# wall clock's times, which a step of the clock moves (a virtual machine
+# resumed from a snapshot stepped it 4.5 s forward here, and every stack
+# saw its live server as gone and stopped).
 pid_alive() {
-  local pid stat start btime mtime
+  local pid stat start btime mtime note
   [ -s "$1" ] && pid="$(cat "$1" 2>/dev/null)" && [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  if note="$(cat "$1.start" 2>/dev/null)" && [ "${note%% *}" = "$pid" ]; then
+    [ "$(proc_identity "$pid")" = "$note" ]
+    return
+  fi
   stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || return 1
   start="$(printf '%s' "${stat##*) }" | awk '{print $20}')"
   btime="$(awk '$1 == "btime" {print $2}' /proc/stat)"
@@ -463,6 +496,7 @@ start_server() {
   logged "$log" env -u MCP_TOKENS MCP_STATE_DIR="$MCP_STATE_DIR" MCP_FCGI_SOCKET="$rt/fcgi.sock" \
     setsid "$(install_dir)/bin/mcp-server" </dev/null &
   echo $! >"$pidf"
+  note_pid "$pidf"
   local i
   for i in $(seq 1 100); do
     [ -S "$rt/fcgi.sock" ] && return 0
@@ -478,6 +512,7 @@ start_nginx() {
   pid_alive "$rt/nginx.pid" && die "nginx for this state folder already runs; scripts/stop first"
   env -u MCP_TOKENS nginx -c "$MCP_STATE_DIR/nginx/nginx.conf" 2>&"$(log_dest 2 1)" ||
     die "nginx did not start; see $(log_hint "$MCP_STATE_DIR/logs/nginx-error.log")"
+  note_pid "$rt/nginx.pid"
 }
 
 # Wait until an authenticated initialize answers 200.
@@ -575,7 +610,7 @@ stop_all() {
     rm -rf "$rt"
     rmdir /run/mcp-sandbox 2>/dev/null || true
   fi
-  rm -f "$pidf" "$rt/nginx.pid"
+  rm -f "$pidf" "$pidf.start" "$rt/nginx.pid" "$rt/nginx.pid.start"
 }
 
 # How long stop_all waits for the server: its drain (drain_timeout, or

@@ -12,7 +12,7 @@
 // and add cells) and what scripts/cluster needs (MCP_CLUSTER_DIR).
 // The tests run in order and share the cluster: spread, owners, the logs,
 // forwarding, a killed cell, a drained cell, the load with a cell killed and started
-// during it, then a fourth cell.
+// during it, a fourth cell, then a step of the wall clock.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -505,4 +505,41 @@ test('adding a cell moves no session, and new sessions go to it first', opts, as
   assert.equal(r.structuredContent.stdout, 'on the new cell\n');
   await closeAll([fresh, ...pool]);
   assert.deepEqual(misrouted(), []);
+});
+
+test("a step of the wall clock stops no cell and not the router (their PID files seem older than their processes)", opts, async () => {
+  // A virtual machine resumed from a snapshot stepped the clock 4.5 s
+  // forward: the kernel's boot time (/proc/stat btime) moved with it, and
+  // every script that judged its PID files by their times took its live
+  // server or nginx for gone and stopped the container.  Moving the PID
+  // files' times an hour back is the same step, seen from the files.
+  const containers = (await run('/usr/bin/docker', ['ps', '--filter', `name=^mcpcells-${PORT}-`, '--format', '{{.Names}}']))
+    .stdout.split('\n').filter(Boolean);
+  const cells = containers.filter((c) => /-cell-\d+$/.test(c)).map((c) => c.replace(/^.*-(cell-\d+)$/, '$1'));
+  assert.ok(cells.length >= 3 && containers.some((c) => c.endsWith('-router')), containers.join(' '));
+  const step = 'for f in /var/lib/mcp-sandbox/mcp-server.pid /var/lib/mcp-sandbox/egress/squid.run.pid ' +
+    '/run/mcp-sandbox/*/nginx.pid /run/mcp-sandbox/*/router.pid; do [ -f "$f" ] && touch -d "-1 hour" "$f" && echo "$f"; done; true';
+  for (const c of containers) {
+    const touched = (await run('/usr/bin/docker', ['exec', c, 'sh', '-c', step])).stdout.trim().split('\n').filter(Boolean);
+    const want = c.endsWith('-router') ? ['router.pid'] : ['mcp-server.pid', 'squid.run.pid', 'nginx.pid'];
+    for (const w of want) assert.ok(touched.some((f) => f.endsWith('/' + w)), `${c}: ${w} among ${touched.join(' ')}`);
+  }
+  // The scripts look every second; a cell that took its server for gone
+  // would be draining (SIGTERM) within 2 s, the router gone at once.
+  await sleep(4000);
+  for (const c of containers) {
+    const state = (await run('/usr/bin/docker', ['inspect', '-f', '{{.State.Running}}', c])).stdout.trim();
+    assert.equal(state, 'true', `${c} still runs`);
+  }
+  for (const c of cells) {
+    const r = await rawRequest('GET', `${cellStatusUrl(c)}/cell`);
+    assert.equal(r.status, 200, `${c}'s /cell`);
+    assert.match(r.body, /"draining":false,"healthy":true/, `${c} neither drains nor is unhealthy: ${r.body}`);
+  }
+  await waitRouter('mcp_router_cells_ready', cells.length);
+  const s = await legacySession();
+  const m = await modernSandbox('print("after the step")');
+  assert.equal((await py(s, 'print(6 * 7)')).structuredContent.stdout, '42\n');
+  assert.equal((await py(m, 'print(7 * 6)')).structuredContent.stdout, '42\n');
+  await closeAll([s, m]);
 });
