@@ -444,9 +444,17 @@ endpoint_url() {
 # start in clock ticks since that boot.  "PID BOOT_ID START"; fails when
 # the process is gone.
 proc_identity() {
-  local stat boot
-  stat="$(cat "/proc/$1/stat" 2>/dev/null)" && boot="$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" || return 1
-  printf '%s %s %s\n' "$1" "$boot" "$(printf '%s' "${stat##*) }" | awk '{print $20}')"
+  local start boot
+  start="$(proc_start "$1")" && boot="$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" || return 1
+  printf '%s %s %s\n' "$1" "$boot" "$start"
+}
+
+# A process's start in clock ticks since boot (/proc/PID/stat's 22nd field,
+# counted after the command's parenthesis, which may hold spaces).
+proc_start() {
+  local stat
+  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+  printf '%s' "${stat##*) }" | awk '{print $20}'
 }
 
 # Note beside a PID file (FILE.start) which process it names, by its
@@ -472,14 +480,13 @@ note_pid() {
 # resumed from a snapshot stepped it 4.5 s forward here, and every stack
 # saw its live server as gone and stopped).
 pid_alive() {
-  local pid stat start btime mtime note
+  local pid start btime mtime note
   [ -s "$1" ] && pid="$(cat "$1" 2>/dev/null)" && [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
   if note="$(cat "$1.start" 2>/dev/null)" && [ "${note%% *}" = "$pid" ]; then
     [ "$(proc_identity "$pid")" = "$note" ]
     return
   fi
-  stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || return 1
-  start="$(printf '%s' "${stat##*) }" | awk '{print $20}')"
+  start="$(proc_start "$pid")" || return 1
   btime="$(awk '$1 == "btime" {print $2}' /proc/stat)"
   mtime="$(stat -c %Y "$1" 2>/dev/null)" || return 1
   [ $((btime + start / $(getconf CLK_TCK))) -le $((mtime + 2)) ]
