@@ -12,7 +12,7 @@
 // and add cells) and what scripts/cluster needs (MCP_CLUSTER_DIR).
 // The tests run in order and share the cluster: spread, owners, the logs,
 // forwarding, a killed cell, a drained cell, the load with a cell killed and started
-// during it, a fourth cell, then a step of the wall clock.
+// during it, a fourth cell, a step of the wall clock, then a crashed server.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -542,4 +542,28 @@ test("a step of the wall clock stops no cell and not the router (their PID files
   assert.equal((await py(s, 'print(6 * 7)')).structuredContent.stdout, '42\n');
   assert.equal((await py(m, 'print(7 * 6)')).structuredContent.stdout, '42\n');
   await closeAll([s, m]);
+});
+
+test("a cell whose server crashes is started again by Docker and serves its sessions again, files and all", opts, async () => {
+  const victim = 'cell-0';
+  const c = `mcpcells-${PORT}-${victim}`;
+  const inspect = async (f) => (await run('/usr/bin/docker', ['inspect', '-f', f, c])).stdout.trim();
+  const s = await legacySession(cellUrl(victim));
+  assert.equal(ownerOf(s.id), victim);
+  await py(s, 'open("kept.txt", "w").write("through the crash")');
+  const restarts = Number(await inspect('{{.RestartCount}}'));
+  const t0 = Date.now();
+  await run('/usr/bin/docker', ['exec', c, 'sh', '-c', 'kill -KILL "$(cat /var/lib/mcp-sandbox/mcp-server.pid)"']);
+  // scripts/run sees its server gone, stops what is left and exits; Docker
+  // starts the container again (--restart unless-stopped).
+  const end = Date.now() + 240_000;
+  while (Date.now() < end && Number(await inspect('{{.RestartCount}}')) === restarts) await sleep(250);
+  assert.equal(Number(await inspect('{{.RestartCount}}')), restarts + 1, `${c} was started again`);
+  await waitRouter(`mcp_router_cell_ready{cell="${victim}"}`, 1, 240_000);
+  console.log(`# ${victim}'s server killed: the router saw it ready again ${Date.now() - t0} ms later`);
+  const r = await py(s, 'print(open("kept.txt").read())');
+  assert.equal(r.structuredContent.stdout, 'through the crash\n', 'the session and its files came back');
+  assert.equal(seen[seen.length - 1].cell, victim, 'served by its owner');
+  await closeAll([s]);
+  assert.deepEqual(misrouted(), []);
 });
