@@ -420,7 +420,7 @@ stop_squid() {
     for i in $(seq 1 50); do pid_alive "$f" || break; sleep 0.1; done
     pid_alive "$f" && kill -KILL "$(cat "$f")" 2>/dev/null
   fi
-  rm -f "$f" "$f.start"
+  forget_pid "$f"
   # Squid's helpers (mcp-egress-helper, security_file_certgen, each given
   # a path below $d) read their end of a pipe and exit after Squid does,
   # not with it: wait for them too, so that the proxy is gone when this
@@ -470,6 +470,9 @@ note_pid() {
   if proc_identity "$pid" >"$f.start.tmp"; then mv -f "$f.start.tmp" "$f.start"; else rm -f "$f.start.tmp"; fi
 }
 
+# A PID file and its note go together.
+forget_pid() { rm -f "$1" "$1.start"; }
+
 # Whether the process a PID file names runs.  A PID file of an earlier boot
 # or an earlier container (a cell killed and started again keeps its state
 # folder) names a PID that may be another process's now.  The note of
@@ -517,6 +520,9 @@ start_nginx() {
   local rt
   rt="$(runtime_dir)"
   pid_alive "$rt/nginx.pid" && die "nginx for this state folder already runs; scripts/stop first"
+  # A stale file (a container killed before its stop) must not be what
+  # note_pid reads before nginx has written its own.
+  forget_pid "$rt/nginx.pid"
   env -u MCP_TOKENS nginx -c "$MCP_STATE_DIR/nginx/nginx.conf" 2>&"$(log_dest 2 1)" ||
     die "nginx did not start; see $(log_hint "$MCP_STATE_DIR/logs/nginx-error.log")"
   note_pid "$rt/nginx.pid"
@@ -617,7 +623,8 @@ stop_all() {
     rm -rf "$rt"
     rmdir /run/mcp-sandbox 2>/dev/null || true
   fi
-  rm -f "$pidf" "$pidf.start" "$rt/nginx.pid" "$rt/nginx.pid.start"
+  forget_pid "$pidf"
+  forget_pid "$rt/nginx.pid"
 }
 
 # How long stop_all waits for the server: its drain (drain_timeout, or

@@ -40,6 +40,9 @@ const opts = { timeout: Number(process.env.MCP_TEST_TIMEOUT_MS || 600_000) };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const ownerOf = (id) => (id || '').split('.')[0];
 
+/** A docker command's output, trimmed. */
+const docker = async (...args) => (await run('/usr/bin/docker', args)).stdout.trim();
+
 async function cluster(...args) {
   const { stdout } = await run(SCRIPT, args, { env: process.env, timeout: 400_000 });
   return stdout.trim();
@@ -513,14 +516,13 @@ test("a step of the wall clock stops no cell and not the router (their PID files
   // every script that judged its PID files by their times took its live
   // server or nginx for gone and stopped the container.  Moving the PID
   // files' times an hour back is the same step, seen from the files.
-  const containers = (await run('/usr/bin/docker', ['ps', '--filter', `name=^mcpcells-${PORT}-`, '--format', '{{.Names}}']))
-    .stdout.split('\n').filter(Boolean);
+  const containers = (await docker('ps', '--filter', `name=^mcpcells-${PORT}-`, '--format', '{{.Names}}')).split('\n').filter(Boolean);
   const cells = containers.filter((c) => /-cell-\d+$/.test(c)).map((c) => c.replace(/^.*-(cell-\d+)$/, '$1'));
   assert.ok(cells.length >= 3 && containers.some((c) => c.endsWith('-router')), containers.join(' '));
   const step = 'for f in /var/lib/mcp-sandbox/mcp-server.pid /var/lib/mcp-sandbox/egress/squid.run.pid ' +
     '/run/mcp-sandbox/*/nginx.pid /run/mcp-sandbox/*/router.pid; do [ -f "$f" ] && touch -d "-1 hour" "$f" && echo "$f"; done; true';
   for (const c of containers) {
-    const touched = (await run('/usr/bin/docker', ['exec', c, 'sh', '-c', step])).stdout.trim().split('\n').filter(Boolean);
+    const touched = (await docker('exec', c, 'sh', '-c', step)).split('\n').filter(Boolean);
     const want = c.endsWith('-router') ? ['router.pid'] : ['mcp-server.pid', 'squid.run.pid', 'nginx.pid'];
     for (const w of want) assert.ok(touched.some((f) => f.endsWith('/' + w)), `${c}: ${w} among ${touched.join(' ')}`);
   }
@@ -528,8 +530,7 @@ test("a step of the wall clock stops no cell and not the router (their PID files
   // would be draining (SIGTERM) within 2 s, the router gone at once.
   await sleep(4000);
   for (const c of containers) {
-    const state = (await run('/usr/bin/docker', ['inspect', '-f', '{{.State.Running}}', c])).stdout.trim();
-    assert.equal(state, 'true', `${c} still runs`);
+    assert.equal(await docker('inspect', '-f', '{{.State.Running}}', c), 'true', `${c} still runs`);
   }
   for (const c of cells) {
     const r = await rawRequest('GET', `${cellStatusUrl(c)}/cell`);
@@ -547,13 +548,13 @@ test("a step of the wall clock stops no cell and not the router (their PID files
 test("a cell whose server crashes is started again by Docker and serves its sessions again, files and all", opts, async () => {
   const victim = 'cell-0';
   const c = `mcpcells-${PORT}-${victim}`;
-  const inspect = async (f) => (await run('/usr/bin/docker', ['inspect', '-f', f, c])).stdout.trim();
+  const inspect = (f) => docker('inspect', '-f', f, c);
   const s = await legacySession(cellUrl(victim));
   assert.equal(ownerOf(s.id), victim);
   await py(s, 'open("kept.txt", "w").write("through the crash")');
   const restarts = Number(await inspect('{{.RestartCount}}'));
   const t0 = Date.now();
-  await run('/usr/bin/docker', ['exec', c, 'sh', '-c', 'kill -KILL "$(cat /var/lib/mcp-sandbox/mcp-server.pid)"']);
+  await docker('exec', c, 'sh', '-c', 'kill -KILL "$(cat /var/lib/mcp-sandbox/mcp-server.pid)"');
   // scripts/run sees its server gone, stops what is left and exits; Docker
   // starts the container again (--restart unless-stopped).
   const end = Date.now() + 240_000;
