@@ -25,7 +25,20 @@ check_logs_setting() {
     files | stdout) ;;
     *) die "MCP_LOGS must be files or stdout, not '$MCP_LOGS'" ;;
   esac
+  [[ "$MCP_LOG_ROTATE_SIZE" =~ ^([1-9][0-9]*[kMG]?|off)$ ]] ||
+    die "MCP_LOG_ROTATE_SIZE must be a size such as 100M, 500k or 1G, or off, not '$MCP_LOG_ROTATE_SIZE'"
+  [[ "$MCP_LOG_ROTATE_KEEP" =~ ^[1-9][0-9]*$ ]] ||
+    die "MCP_LOG_ROTATE_KEEP must be a whole number of at least 1, not '$MCP_LOG_ROTATE_KEEP'"
+  [[ "$MCP_LOG_ROTATE_EVERY" =~ ^[1-9][0-9]*$ ]] ||
+    die "MCP_LOG_ROTATE_EVERY must be a whole number of seconds of at least 1, not '$MCP_LOG_ROTATE_EVERY'"
 }
+# The logs in files grow with every call (README.md, "Logs"): a stack of
+# scripts/run rotates them with logrotate (start_log_rotation) once one has
+# grown past MCP_LOG_ROTATE_SIZE (off: never), keeping MCP_LOG_ROTATE_KEEP
+# compressed copies, and looks every MCP_LOG_ROTATE_EVERY seconds.
+MCP_LOG_ROTATE_SIZE="${MCP_LOG_ROTATE_SIZE:-100M}"
+MCP_LOG_ROTATE_KEEP="${MCP_LOG_ROTATE_KEEP:-12}"
+MCP_LOG_ROTATE_EVERY="${MCP_LOG_ROTATE_EVERY:-60}"
 # A log's destination as a configuration or message names it: the file
 # ($1), or with MCP_LOGS=stdout what stands for this script's output ($2).
 log_dest() { if logs_to_stdout; then printf '%s' "$2"; else printf '%s' "$1"; fi; }
@@ -76,8 +89,8 @@ MCP_APT_CLUSTER="docker.io debootstrap"
 # clang, libclang-rt-14-dev (libFuzzer), llvm (llvm-symbolizer), clang-tidy and
 # cppcheck: the fuzz harnesses and the static analysis (tests/fuzz/run, tests/lint/run).
 # python3-kubernetes and python3-yaml: the offline checks of the Kubernetes
-# manifests (tests/k8s/check.py).  logrotate: tests/unit/test-logrotate.sh.
-MCP_APT_TEST="clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd logrotate python3-kubernetes python3-yaml"
+# manifests (tests/k8s/check.py).
+MCP_APT_TEST="clang-format clang libclang-rt-14-dev llvm clang-tidy cppcheck systemd python3-kubernetes python3-yaml"
 
 
 require_root() {
@@ -430,6 +443,81 @@ stop_squid() {
   pkill -KILL -f "$helpers" 2>/dev/null || true
 }
 
+# logrotate's configuration for this stack's logs (MCP_LOGS=files), written
+# at each start.  Each writer goes on in a new file: told to open it again
+# after the rename where it can, else the file is copied and truncated in
+# place (the systemd unit's logs are rotated by the system's logrotate with
+# systemd/mcp-sandbox.logrotate.in).
+render_logrotate() {
+  local l="$MCP_STATE_DIR/logs" e="$MCP_STATE_DIR/egress/logs" f="$MCP_STATE_DIR/logrotate.conf"
+  cat >"$f.tmp" <<CONF
+# Written by scripts/run at each start (MCP_LOG_ROTATE_SIZE, MCP_LOG_ROTATE_KEEP):
+# the logs of this stack, rotated by scripts/lib/rotate-logs while it runs.
+# delaycompress: a writer may still append to the file just renamed until
+# it has reopened its own.
+size $MCP_LOG_ROTATE_SIZE
+rotate $MCP_LOG_ROTATE_KEEP
+compress
+delaycompress
+missingok
+notifempty
+
+# The responders reopen the audit log on the master's SIGHUP; the
+# supervisors open the egress log for each line.
+$l/audit.log $l/egress.log {
+	sharedscripts
+	postrotate
+		kill -HUP "\$(cat '$MCP_STATE_DIR/mcp-server.pid')" 2>/dev/null || true
+	endscript
+}
+# Files opened once in append mode: nginx's (on SIGUSR1 its workers,
+# which run as another user, would open them again in this root-only
+# folder, and cannot), and the standard error of the server and of Squid.
+$l/nginx-access.log $l/nginx-error.log $l/mcp-server.log $e/squid.log {
+	copytruncate
+}
+# Squid reopens its own on SIGUSR1 (logfile_rotate 0: it renames nothing).
+$e/access.log $e/cache.log {
+	sharedscripts
+	postrotate
+		kill -USR1 "\$(cat '$MCP_STATE_DIR/egress/squid.run.pid')" 2>/dev/null || true
+	endscript
+}
+CONF
+  # (logrotate ignores a configuration that others may write.)
+  chmod 644 "$f.tmp" && mv -f "$f.tmp" "$f"
+}
+
+# The loop that rotates this stack's logs while its server runs
+# (scripts/lib/rotate-logs), beside the server whether scripts/run stays or
+# detaches; stop_all ends it.  Nothing with MCP_LOGS=stdout (the container's
+# log is rotated by whoever collects it) or MCP_LOG_ROTATE_SIZE=off.
+start_log_rotation() {
+  local pidf="$MCP_STATE_DIR/logrotate.pid"
+  stop_log_rotation
+  if logs_to_stdout || [ "$MCP_LOG_ROTATE_SIZE" = off ]; then
+    rm -f "$MCP_STATE_DIR/logrotate.conf"
+    return 0
+  fi
+  render_logrotate
+  # (A session of its own, as the server's: a terminal that scripts/run
+  # leaves does not end it.)
+  MCP_LOG_ROTATE_EVERY="$MCP_LOG_ROTATE_EVERY" setsid "$MCP_ROOT/scripts/lib/rotate-logs" "$MCP_STATE_DIR/logrotate.conf" \
+    </dev/null >>"$MCP_STATE_DIR/logs/logrotate.log" 2>&1 &
+  echo $! >"$pidf"
+  note_pid "$pidf"
+}
+
+stop_log_rotation() {
+  local f="$MCP_STATE_DIR/logrotate.pid" i
+  if pid_alive "$f"; then
+    kill -TERM "$(cat "$f")" 2>/dev/null || true
+    for i in $(seq 1 20); do pid_alive "$f" || break; sleep 0.1; done
+    pid_alive "$f" && kill -KILL "$(cat "$f")" 2>/dev/null
+  fi
+  forget_pid "$f"
+}
+
 # The server's side: where the sandboxes' traffic goes (unless set).
 export_egress_proxy() { export MCP_EGRESS_PROXY="${MCP_EGRESS_PROXY:-127.0.0.1:$(egress_port)}"; }
 
@@ -603,6 +691,7 @@ MSG
 stop_all() {
   local rt pidf="$MCP_STATE_DIR/mcp-server.pid" i wait_s
   rt="$(runtime_dir)"
+  stop_log_rotation
   if pid_alive "$pidf"; then
     # The master stops its responders, the keeper and every supervisor,
     # which destroy their sandboxes; sessions stay on disk.

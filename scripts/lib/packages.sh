@@ -10,7 +10,7 @@ MCP_APT_BUILD="build-essential autoconf automake libtool pkg-config libfcgi-dev 
 # Node.js runs execute_javascript in the sandbox; npm installs its packages;
 # node-acorn (Debian's acorn and acorn-walk, /usr/share/nodejs) parses the
 # cells of the persistent JavaScript interpreter (executor/mcp_executor/repl.mjs).
-MCP_APT_RUN="nginx runsc python3 python3-pip nodejs npm node-acorn openssl curl ca-certificates libfcgi-bin cgroup-tools procps e2fsprogs squid-openssl"
+MCP_APT_RUN="nginx runsc logrotate python3 python3-pip nodejs npm node-acorn openssl curl ca-certificates libfcgi-bin cgroup-tools procps e2fsprogs squid-openssl"
 # The template environment (env_requirements.txt) from Debian's packages;
 # MCP_TEMPLATE_FROM=pip installs it with pip instead, and auto (the
 # Dockerfile's default) with pip when PyPI answers, else from Debian

@@ -1,11 +1,13 @@
 // Operations: metrics (on their own loopback listener, MCP_METRICS_URL),
-// the audit log (and its reopening on SIGHUP), /healthz, and a
+// the audit log (and its reopening on SIGHUP), the stack's log rotation
+// (<state>/logrotate.conf, written by scripts/run), /healthz, and a
 // configuration value taking effect.  Reads the state folder of the stack
 // (MCP_STATE_DIR, set by scripts/test) for the audit log and the pid.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   MCP_URL,
@@ -329,6 +331,61 @@ test('SIGHUP to the master reopens the audit log (rotation)', hostOpts, async ()
       fs.appendFileSync(log, rest);
       fs.unlinkSync(rotated);
     }
+  }
+});
+
+// The rotation a scripts/run stack runs on its logs (scripts/lib/rotate-logs
+// with <state>/logrotate.conf), forced once here: each log is moved to .1,
+// and each writer goes on in a new file (the responders after the master's
+// SIGHUP, nginx after SIGUSR1; the server's standard error is truncated in
+// place).  Afterwards the old lines are put back, as the test above does.
+test('the stack rotates its logs, and every writer goes on in a new file', hostOpts, async (t) => {
+  const conf = path.join(STATE, 'logrotate.conf');
+  if (!fs.existsSync(conf)) {
+    t.skip('no logrotate.conf (MCP_LOGS=stdout or MCP_LOG_ROTATE_SIZE=off)');
+    return;
+  }
+  const logs = path.join(STATE, 'logs');
+  const file = (n) => path.join(logs, n);
+  const names = ['audit.log', 'nginx-access.log', 'mcp-server.log'];
+  const before = Object.fromEntries(names.map((n) => [n, fs.readFileSync(file(n))]));
+  const status = path.join(STATE, 'logrotate-test.status');
+  const folders = [logs, path.join(STATE, 'egress', 'logs')];
+  execFileSync('logrotate', ['-f', '-s', status, conf]);
+  try {
+    for (const n of names) {
+      const old = fs.readFileSync(file(`${n}.1`));
+      assert.ok(old.subarray(0, before[n].length).equals(before[n]), `${n}.1 holds what ${n} held`);
+    }
+    assert.ok(fs.statSync(file('mcp-server.log')).size < before['mcp-server.log'].length,
+      'mcp-server.log was truncated in place');
+    const c = await connectClient('ops-logrotate');
+    let sid;
+    try {
+      sid = c.transport.sessionId;
+      // Enough calls to reach every responder process.
+      for (let i = 0; i < 6; i++) await runPython(c.client, { code: 'print(1)' });
+    } finally {
+      await closeClient(c);
+    }
+    assert.equal(auditLines().filter((l) => l.session_id === sid).length, 6, 'every call went to the new audit.log');
+    assert.ok(!fs.readFileSync(file('audit.log.1'), 'utf8').includes(sid), 'none to the rotated one');
+    const access = fs.readFileSync(file('nginx-access.log'), 'utf8');
+    assert.ok(access.split('\n').filter((l) => l.includes(`session=${sid}`)).length >= 6,
+      'nginx wrote the requests to its new access log');
+    assert.ok(!fs.readFileSync(file('nginx-access.log.1'), 'utf8').includes(sid), 'none to the rotated one');
+  } finally {
+    // Put every rotated file's lines back (after the new ones: the writers
+    // hold the new files open).
+    for (const dir of folders) {
+      for (const n of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
+        if (!n.endsWith('.1')) continue;
+        const rotated = path.join(dir, n);
+        fs.appendFileSync(path.join(dir, n.slice(0, -2)), fs.readFileSync(rotated));
+        fs.unlinkSync(rotated);
+      }
+    }
+    fs.rmSync(status, { force: true });
   }
 });
 

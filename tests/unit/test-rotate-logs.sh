@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# The log rotation of a scripts/run stack (scripts/lib/common.sh:
+# render_logrotate, start_log_rotation, stop_log_rotation;
+# scripts/lib/rotate-logs), as TAP, in a state folder of its own whose
+# server, nginx and Squid are stand-ins that count the signals they get.
+# Against the real writers: tests/integration/ops.test.mjs.
+#
+# make check runs it with MCP_TEST_SRCDIR set (tests/unit/local.am).
+set -uo pipefail
+
+srcdir="${MCP_TEST_SRCDIR:?run through make check}"
+if ! command -v logrotate >/dev/null; then
+  echo "1..0 # SKIP logrotate is not installed (scripts/run installs it)"
+  exit 0
+fi
+tmp="$(mktemp -d)"
+stand_ins=()
+cleanup() {
+  stop_log_rotation 2>/dev/null
+  [ "${#stand_ins[@]}" = 0 ] || kill "${stand_ins[@]}" 2>/dev/null
+  rm -rf "$tmp" "${rt:-/nonexistent}"
+}
+trap cleanup EXIT
+
+# shellcheck source=tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
+MCP_STATE_DIR="$tmp/state"
+MCP_LOGS=files
+MCP_LOG_ROTATE_SIZE=1k
+MCP_LOG_ROTATE_KEEP=2
+MCP_LOG_ROTATE_EVERY=1
+# shellcheck source=../../scripts/lib/common.sh
+. "$srcdir/scripts/lib/common.sh"
+l="$MCP_STATE_DIR/logs"
+e="$MCP_STATE_DIR/egress/logs"
+rt="$(runtime_dir)"
+mkdir -p "$l" "$rt"
+proxy=no
+if id "$SQUID_USER" >/dev/null 2>&1; then
+  proxy=yes
+  install -d -m 750 -o "$SQUID_USER" -g "$SQUID_USER" "$e"
+fi
+
+# A stand-in that writes a line to FILE for every SIGNAL it gets; its PID
+# goes to PIDFILE, with the note scripts/run writes.
+stand_in() { # stand_in PIDFILE SIGNAL FILE
+  bash -c "trap 'echo got >>$3' $2; while :; do sleep 0.1; done" &
+  stand_ins+=($!)
+  echo $! >"$1"
+  note_pid "$1"
+}
+count() { [ -f "$1" ] && grep -c . "$1" || echo 0; }
+stand_in "$MCP_STATE_DIR/mcp-server.pid" HUP "$tmp/server.marks"
+server=$!
+stand_in "$rt/nginx.pid" USR1 "$tmp/nginx.marks"
+[ "$proxy" = no ] || stand_in "$MCP_STATE_DIR/egress/squid.run.pid" USR1 "$tmp/squid.marks"
+
+big() { head -c 2048 /dev/zero | tr '\0' x >"$1"; echo >>"$1"; }
+for f in audit.log nginx-access.log mcp-server.log; do big "$l/$f"; done
+echo small >"$l/nginx-error.log"
+if [ "$proxy" = yes ]; then
+  big "$e/access.log"
+  chown "$SQUID_USER:$SQUID_USER" "$e/access.log"
+fi
+cp "$l/mcp-server.log" "$tmp/server-log"
+
+# ---- settings ----
+for bad in "MCP_LOG_ROTATE_SIZE=10x" "MCP_LOG_ROTATE_SIZE=0" "MCP_LOG_ROTATE_KEEP=0" "MCP_LOG_ROTATE_EVERY=" \
+  "MCP_LOG_ROTATE_EVERY=1.5"; do
+  (eval "$bad"; check_logs_setting) 2>"$tmp/err"
+  [ $? != 0 ] && grep -q "${bad%%=*} must be" "$tmp/err"
+  ok $? "$bad is refused, with what it must be"
+done
+(check_logs_setting) && (MCP_LOG_ROTATE_SIZE=off; check_logs_setting) && (MCP_LOG_ROTATE_SIZE=1G; check_logs_setting)
+ok $? "1k, off and 1G are sizes"
+
+# ---- the configuration ----
+render_logrotate
+conf="$MCP_STATE_DIR/logrotate.conf"
+logrotate -d -s "$tmp/debug-state" "$conf" >"$tmp/debug" 2>&1 && ! grep -qi '^error' "$tmp/debug"
+read_ok=$?
+ok "$read_ok" "logrotate reads the rendered configuration without an error"
+[ "$read_ok" = 0 ] || sed 's/^/# /' "$tmp/debug"
+[ "$(stat -c %a "$conf")" = 644 ]
+ok $? "it is mode 0644 (logrotate ignores one others may write)"
+missing=""
+for f in "$l"/{audit,egress,nginx-access,nginx-error,mcp-server}.log "$e"/{access,cache,squid}.log; do
+  grep -qxF "considering log $f" "$tmp/debug" || missing="$missing $f"
+done
+[ -z "$missing" ]
+ok $? "it covers every log of the stack${missing:+ (not:$missing)}"
+
+# ---- the loop ----
+start_log_rotation
+loop="$(cat "$MCP_STATE_DIR/logrotate.pid")"
+pid_alive "$MCP_STATE_DIR/logrotate.pid" && pgrep -f "rotate-logs $conf" | grep -qx "$loop"
+ok $? "start_log_rotation starts the loop, its pid noted, the state folder in its command line"
+for i in $(seq 1 50); do
+  [ -f "$l/mcp-server.log.1" ] && [ "$(count "$tmp/server.marks")" -ge 1 ] && break
+  sleep 0.1
+done
+[ -f "$l/audit.log.1" ] && [ -f "$l/nginx-access.log.1" ] && [ -f "$l/mcp-server.log.1" ]
+ok $? "within a few seconds the logs past MCP_LOG_ROTATE_SIZE are rotated"
+[ "$(count "$tmp/server.marks")" = 1 ] && [ "$(count "$tmp/nginx.marks")" = 0 ]
+ok $? "the server got one SIGHUP, nginx nothing (its workers could not open files in this folder)"
+[ ! -e "$l/nginx-error.log.1" ] && [ "$(cat "$l/nginx-error.log")" = small ]
+ok $? "a small log stays as it is"
+cmp -s "$l/mcp-server.log.1" "$tmp/server-log" && [ -f "$l/mcp-server.log" ] && [ ! -s "$l/mcp-server.log" ] &&
+  [ -f "$l/nginx-access.log" ] && [ ! -s "$l/nginx-access.log" ]
+ok $? "the server's standard error and nginx's access log are copied to .1 and truncated in place"
+if [ "$proxy" = yes ]; then
+  [ -f "$e/access.log.1" ] && [ "$(count "$tmp/squid.marks")" = 1 ]
+  ok $? "Squid's access log (in its user's folder) is rotated, and Squid gets one SIGUSR1"
+else
+  ok 0 "# SKIP no $SQUID_USER user"
+fi
+
+# The next looks: only what grew again, and at most MCP_LOG_ROTATE_KEEP copies.
+for round in 1 2 3; do
+  big "$l/audit.log"
+  for i in $(seq 1 40); do [ "$(count "$tmp/server.marks")" -gt "$round" ] && break; sleep 0.1; done
+done
+[ "$(count "$tmp/server.marks")" = 4 ] && [ ! -e "$l/nginx-access.log.2.gz" ]
+ok $? "each time the audit log grows past the size, one more rotation and SIGHUP; nginx's logs were not touched"
+[ -f "$l/audit.log.1" ] && [ -f "$l/audit.log.2.gz" ] && [ ! -e "$l/audit.log.3.gz" ]
+ok $? "two copies kept (MCP_LOG_ROTATE_KEEP), the older compressed"
+
+# The server gone: the loop ends by itself at its next look.
+kill "$server"
+for i in $(seq 1 30); do pid_alive "$MCP_STATE_DIR/logrotate.pid" || break; sleep 0.1; done
+! pid_alive "$MCP_STATE_DIR/logrotate.pid"
+ok $? "the loop ends once the server is gone"
+
+# stop_log_rotation ends it at once, and leaves nothing (its sleep neither).
+stand_in "$MCP_STATE_DIR/mcp-server.pid" HUP "$tmp/server.marks"
+start_log_rotation
+loop="$(cat "$MCP_STATE_DIR/logrotate.pid")"
+sleep 0.3
+sleeper="$(pgrep -P "$loop")"
+stop_log_rotation
+sleep 0.2
+[ -n "$sleeper" ] && ! kill -0 "$loop" 2>/dev/null && ! kill -0 "$sleeper" 2>/dev/null &&
+  [ ! -e "$MCP_STATE_DIR/logrotate.pid" ]
+ok $? "stop_log_rotation ends the loop and its sleep, and removes its pid file"
+
+MCP_LOG_ROTATE_SIZE=off
+start_log_rotation
+[ ! -e "$MCP_STATE_DIR/logrotate.pid" ] && [ ! -e "$conf" ]
+ok $? "MCP_LOG_ROTATE_SIZE=off: no loop and no configuration"
+MCP_LOG_ROTATE_SIZE=1k MCP_LOGS=stdout
+start_log_rotation
+[ ! -e "$MCP_STATE_DIR/logrotate.pid" ]
+ok $? "MCP_LOGS=stdout: no loop"
+
+echo "1..$n"
+[ "$failed" = 0 ]
