@@ -32,8 +32,8 @@ check_logs_setting() {
   [[ "$MCP_LOG_ROTATE_EVERY" =~ ^[1-9][0-9]*$ ]] ||
     die "MCP_LOG_ROTATE_EVERY must be a whole number of seconds of at least 1, not '$MCP_LOG_ROTATE_EVERY'"
 }
-# The logs in files grow with every call (README.md, "Logs"): a stack of
-# scripts/run rotates them with logrotate (start_log_rotation) once one has
+# The logs in files grow with every call (README.md, "Logs"): scripts/run
+# and scripts/router rotate theirs with logrotate (start_log_rotation) once one has
 # grown past MCP_LOG_ROTATE_SIZE (off: never), keeping MCP_LOG_ROTATE_KEEP
 # compressed copies, and looks every MCP_LOG_ROTATE_EVERY seconds.
 MCP_LOG_ROTATE_SIZE="${MCP_LOG_ROTATE_SIZE:-100M}"
@@ -449,19 +449,9 @@ stop_squid() {
 # place (the systemd unit's logs are rotated by the system's logrotate with
 # systemd/mcp-sandbox.logrotate.in).
 render_logrotate() {
-  local l="$MCP_STATE_DIR/logs" e="$MCP_STATE_DIR/egress/logs" f="$MCP_STATE_DIR/logrotate.conf"
-  cat >"$f.tmp" <<CONF
-# Written by scripts/run at each start (MCP_LOG_ROTATE_SIZE, MCP_LOG_ROTATE_KEEP):
-# the logs of this stack, rotated by scripts/lib/rotate-logs while it runs.
-# delaycompress: a writer may still append to the file just renamed until
-# it has reopened its own.
-size $MCP_LOG_ROTATE_SIZE
-rotate $MCP_LOG_ROTATE_KEEP
-compress
-delaycompress
-missingok
-notifempty
-
+  local l="$MCP_STATE_DIR/logs" e="$MCP_STATE_DIR/egress/logs"
+  logrotate_header scripts/run >"$MCP_STATE_DIR/logrotate.conf.tmp"
+  cat >>"$MCP_STATE_DIR/logrotate.conf.tmp" <<CONF
 # The responders reopen the audit log on the master's SIGHUP; the
 # supervisors open the egress log for each line.
 $l/audit.log $l/egress.log {
@@ -484,14 +474,52 @@ $e/access.log $e/cache.log {
 	endscript
 }
 CONF
-  # (logrotate ignores a configuration that others may write.)
+  logrotate_install
+}
+
+# The router's (scripts/router): its nginx's two logs, opened once in
+# append mode by workers of another user (see above).
+render_router_logrotate() {
+  local l="$MCP_STATE_DIR/logs"
+  logrotate_header scripts/router >"$MCP_STATE_DIR/logrotate.conf.tmp"
+  cat >>"$MCP_STATE_DIR/logrotate.conf.tmp" <<CONF
+$l/router-access.log $l/router-error.log {
+	copytruncate
+}
+CONF
+  logrotate_install
+}
+
+logrotate_header() {
+  cat <<CONF
+# Written by $1 at each start (MCP_LOG_ROTATE_SIZE, MCP_LOG_ROTATE_KEEP):
+# its logs, rotated by scripts/lib/rotate-logs while it runs.
+# delaycompress: a writer may still append to the file just renamed until
+# it has opened its new one.
+size $MCP_LOG_ROTATE_SIZE
+rotate $MCP_LOG_ROTATE_KEEP
+compress
+delaycompress
+missingok
+notifempty
+
+CONF
+}
+
+# (logrotate ignores a configuration that others may write.)
+logrotate_install() {
+  local f="$MCP_STATE_DIR/logrotate.conf"
   chmod 644 "$f.tmp" && mv -f "$f.tmp" "$f"
 }
 
-# The loop that rotates this stack's logs while its server runs
-# (scripts/lib/rotate-logs), beside the server whether scripts/run stays or
-# detaches; stop_all ends it.  Nothing with MCP_LOGS=stdout (the container's
-# log is rotated by whoever collects it) or MCP_LOG_ROTATE_SIZE=off.
+# The loop that rotates the logs while a process runs (scripts/lib/
+# rotate-logs): `start_log_rotation RENDER PIDFILE`, RENDER writing
+# <state>/logrotate.conf (render_logrotate, the server's PID file, for
+# scripts/run; render_router_logrotate, nginx's, for scripts/router).  It
+# runs beside them whether the script stays or detaches; stop_all and
+# stop_log_rotation end it, and it ends itself once that process has.
+# Nothing with MCP_LOGS=stdout (the container's log is rotated by whoever
+# collects it) or MCP_LOG_ROTATE_SIZE=off.
 start_log_rotation() {
   local pidf="$MCP_STATE_DIR/logrotate.pid"
   stop_log_rotation
@@ -499,11 +527,11 @@ start_log_rotation() {
     rm -f "$MCP_STATE_DIR/logrotate.conf"
     return 0
   fi
-  render_logrotate
-  # (A session of its own, as the server's: a terminal that scripts/run
+  "$1"
+  # (A session of its own, as the server's: a terminal that the script
   # leaves does not end it.)
-  MCP_LOG_ROTATE_EVERY="$MCP_LOG_ROTATE_EVERY" setsid "$MCP_ROOT/scripts/lib/rotate-logs" "$MCP_STATE_DIR/logrotate.conf" \
-    </dev/null >>"$MCP_STATE_DIR/logs/logrotate.log" 2>&1 &
+  MCP_LOG_ROTATE_EVERY="$MCP_LOG_ROTATE_EVERY" setsid "$MCP_ROOT/scripts/lib/rotate-logs" \
+    "$MCP_STATE_DIR/logrotate.conf" "$2" </dev/null >>"$MCP_STATE_DIR/logs/logrotate.log" 2>&1 &
   echo $! >"$pidf"
   note_pid "$pidf"
 }

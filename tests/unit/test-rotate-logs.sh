@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The log rotation of a scripts/run stack (scripts/lib/common.sh:
-# render_logrotate, start_log_rotation, stop_log_rotation;
-# scripts/lib/rotate-logs), as TAP, in a state folder of its own whose
-# server, nginx and Squid are stand-ins that count the signals they get.
-# Against the real writers: tests/integration/ops.test.mjs.
+# The log rotation of scripts/run and scripts/router (scripts/lib/common.sh:
+# render_logrotate, render_router_logrotate, start_log_rotation,
+# stop_log_rotation; scripts/lib/rotate-logs), as TAP, in a state folder of
+# its own whose server, nginx and Squid are stand-ins that count the
+# signals they get.  Against a stack's real writers:
+# tests/integration/ops.test.mjs.
 #
 # make check runs it with MCP_TEST_SRCDIR set (tests/unit/local.am).
 set -uo pipefail
@@ -91,7 +92,7 @@ done
 ok $? "it covers every log of the stack${missing:+ (not:$missing)}"
 
 # ---- the loop ----
-start_log_rotation
+start_log_rotation render_logrotate "$MCP_STATE_DIR/mcp-server.pid"
 loop="$(cat "$MCP_STATE_DIR/logrotate.pid")"
 pid_alive "$MCP_STATE_DIR/logrotate.pid" && pgrep -f "rotate-logs $conf" | grep -qx "$loop"
 ok $? "start_log_rotation starts the loop, its pid noted, the state folder in its command line"
@@ -133,7 +134,7 @@ ok $? "the loop ends once the server is gone"
 
 # stop_log_rotation ends it at once, and leaves nothing (its sleep neither).
 stand_in "$MCP_STATE_DIR/mcp-server.pid" HUP "$tmp/server.marks"
-start_log_rotation
+start_log_rotation render_logrotate "$MCP_STATE_DIR/mcp-server.pid"
 loop="$(cat "$MCP_STATE_DIR/logrotate.pid")"
 sleep 0.3
 sleeper="$(pgrep -P "$loop")"
@@ -143,12 +144,32 @@ sleep 0.2
   [ ! -e "$MCP_STATE_DIR/logrotate.pid" ]
 ok $? "stop_log_rotation ends the loop and its sleep, and removes its pid file"
 
+# ---- the router's: its nginx's two logs, while that nginx runs ----
+stand_in "$tmp/router.pid" USR1 "$tmp/router.marks"
+router=$!
+big "$l/router-access.log"
+echo small >"$l/router-error.log"
+cp "$l/router-access.log" "$tmp/router-log"
+start_log_rotation render_router_logrotate "$tmp/router.pid"
+logrotate -d -s "$tmp/debug-state" "$conf" >"$tmp/debug" 2>&1 && ! grep -qi '^error' "$tmp/debug" &&
+  grep -qxF "considering log $l/router-access.log" "$tmp/debug" && grep -qxF "considering log $l/router-error.log" "$tmp/debug" &&
+  [ "$(grep -c '^considering log' "$tmp/debug")" = 2 ]
+ok $? "the router's configuration names its two logs, and nothing else"
+for i in $(seq 1 30); do [ -f "$l/router-access.log.1" ] && break; sleep 0.1; done
+cmp -s "$l/router-access.log.1" "$tmp/router-log" && [ ! -s "$l/router-access.log" ] && [ ! -e "$l/router-error.log.1" ] &&
+  [ "$(count "$tmp/router.marks")" = 0 ]
+ok $? "its access log is copied to .1 and truncated in place, the small error log stays"
+kill "$router"
+for i in $(seq 1 30); do pid_alive "$MCP_STATE_DIR/logrotate.pid" || break; sleep 0.1; done
+! pid_alive "$MCP_STATE_DIR/logrotate.pid"
+ok $? "the loop ends once the router's nginx is gone"
+
 MCP_LOG_ROTATE_SIZE=off
-start_log_rotation
+start_log_rotation render_logrotate "$MCP_STATE_DIR/mcp-server.pid"
 [ ! -e "$MCP_STATE_DIR/logrotate.pid" ] && [ ! -e "$conf" ]
 ok $? "MCP_LOG_ROTATE_SIZE=off: no loop and no configuration"
 MCP_LOG_ROTATE_SIZE=1k MCP_LOGS=stdout
-start_log_rotation
+start_log_rotation render_logrotate "$MCP_STATE_DIR/mcp-server.pid"
 [ ! -e "$MCP_STATE_DIR/logrotate.pid" ]
 ok $? "MCP_LOGS=stdout: no loop"
 
