@@ -306,6 +306,18 @@ test('the audit line of a call has the right fields and no secrets', hostOpts, a
   assert.ok(!raw.includes('SECRET_VALUE'), 'no code in the audit log');
 });
 
+// Six print(1) calls in a new session, enough to reach every responder
+// process; its session id.
+async function callsOnEveryResponder(name) {
+  const c = await connectClient(name);
+  try {
+    for (let i = 0; i < 6; i++) await runPython(c.client, { code: 'print(1)' });
+    return c.transport.sessionId;
+  } finally {
+    await closeClient(c);
+  }
+}
+
 test('SIGHUP to the master reopens the audit log (rotation)', hostOpts, async () => {
   const log = path.join(STATE, 'logs', 'audit.log');
   const rotated = `${log}.1`;
@@ -313,15 +325,7 @@ test('SIGHUP to the master reopens the audit log (rotation)', hostOpts, async ()
   try {
     process.kill(Number(fs.readFileSync(path.join(STATE, 'mcp-server.pid'), 'utf8')), 'SIGHUP');
     await new Promise((r) => setTimeout(r, 300));
-    const c = await connectClient('ops-rotate');
-    let sid;
-    try {
-      sid = c.transport.sessionId;
-      // Enough calls to reach every responder process.
-      for (let i = 0; i < 6; i++) await runPython(c.client, { code: 'print(1)' });
-    } finally {
-      await closeClient(c);
-    }
+    const sid = await callsOnEveryResponder('ops-rotate');
     assert.ok(fs.existsSync(log), 'a new audit.log was opened');
     assert.equal(auditLines().filter((l) => l.session_id === sid).length, 6, 'every call went to the new file');
     assert.ok(!fs.readFileSync(rotated, 'utf8').includes(sid), 'nothing went to the rotated file');
@@ -359,15 +363,7 @@ test('the stack rotates its logs, and every writer goes on in a new file', hostO
     }
     assert.ok(fs.statSync(file('mcp-server.log')).size < before['mcp-server.log'].length,
       'mcp-server.log was truncated in place');
-    const c = await connectClient('ops-logrotate');
-    let sid;
-    try {
-      sid = c.transport.sessionId;
-      // Enough calls to reach every responder process.
-      for (let i = 0; i < 6; i++) await runPython(c.client, { code: 'print(1)' });
-    } finally {
-      await closeClient(c);
-    }
+    const sid = await callsOnEveryResponder('ops-logrotate');
     assert.equal(auditLines().filter((l) => l.session_id === sid).length, 6, 'every call went to the new audit.log');
     assert.ok(!fs.readFileSync(file('audit.log.1'), 'utf8').includes(sid), 'none to the rotated one');
     const access = fs.readFileSync(file('nginx-access.log'), 'utf8');

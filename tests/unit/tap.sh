@@ -18,3 +18,12 @@ check() { # check DESCRIPTION COMMAND...: passes when COMMAND succeeds
   "$@" >/dev/null 2>&1
   ok $? "$d"
 }
+# logrotate_reads CONF OUT DESCRIPTION: passes when logrotate's debug run
+# (-d, which rotates nothing) reads CONF without an error; its output stays
+# in OUT (and is shown when it fails).  test-logrotate.sh, test-rotate-logs.sh.
+logrotate_reads() {
+  logrotate -d -s "$2.state" "$1" >"$2" 2>&1 && ! grep -qi '^error' "$2"
+  local st=$?
+  ok "$st" "$3"
+  [ "$st" = 0 ] || sed 's/^/# /' "$2"
+}

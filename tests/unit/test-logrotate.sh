@@ -26,10 +26,7 @@ trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 
 # ---- the installed file as built ----
-logrotate -d -s "$tmp/state-debug" "$conf" >"$tmp/debug" 2>&1 && ! grep -qi '^error' "$tmp/debug"
-read_ok=$?
-ok "$read_ok" "logrotate reads the built file without an error"
-[ "$read_ok" = 0 ] || sed 's/^/# /' "$tmp/debug"
+logrotate_reads "$conf" "$tmp/debug" "logrotate reads the built file without an error"
 [ "$(stat -c %a "$conf")" = 644 ]
 ok $? "the built file is mode 0644 (logrotate ignores one others may write)"
 

@@ -78,10 +78,7 @@ ok $? "1k, off and 1G are sizes"
 # ---- the configuration ----
 render_logrotate
 conf="$MCP_STATE_DIR/logrotate.conf"
-logrotate -d -s "$tmp/debug-state" "$conf" >"$tmp/debug" 2>&1 && ! grep -qi '^error' "$tmp/debug"
-read_ok=$?
-ok "$read_ok" "logrotate reads the rendered configuration without an error"
-[ "$read_ok" = 0 ] || sed 's/^/# /' "$tmp/debug"
+logrotate_reads "$conf" "$tmp/debug" "logrotate reads the rendered configuration without an error"
 [ "$(stat -c %a "$conf")" = 644 ]
 ok $? "it is mode 0644 (logrotate ignores one others may write)"
 missing=""
@@ -151,8 +148,8 @@ big "$l/router-access.log"
 echo small >"$l/router-error.log"
 cp "$l/router-access.log" "$tmp/router-log"
 start_log_rotation render_router_logrotate "$tmp/router.pid"
-logrotate -d -s "$tmp/debug-state" "$conf" >"$tmp/debug" 2>&1 && ! grep -qi '^error' "$tmp/debug" &&
-  grep -qxF "considering log $l/router-access.log" "$tmp/debug" && grep -qxF "considering log $l/router-error.log" "$tmp/debug" &&
+logrotate_reads "$conf" "$tmp/debug" "logrotate reads the router's configuration without an error"
+grep -qxF "considering log $l/router-access.log" "$tmp/debug" && grep -qxF "considering log $l/router-error.log" "$tmp/debug" &&
   [ "$(grep -c '^considering log' "$tmp/debug")" = 2 ]
 ok $? "the router's configuration names its two logs, and nothing else"
 for i in $(seq 1 30); do [ -f "$l/router-access.log.1" ] && break; sleep 0.1; done
