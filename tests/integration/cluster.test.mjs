@@ -186,7 +186,7 @@ test('every request of a session reaches the cell that owns it', opts, async () 
   assert.ok(named.every((x) => x.cell === ownerOf(x.id)), 'every response names its owner');
 });
 
-test("a cell's and the router's logs are their containers' output (the image's MCP_LOGS=stdout), and none is a file in their state folders", opts, async () => {
+test("a cell's and the router's logs are their containers' output (the image's MCP_LOGS=stdout), rotated by Docker, and none is a file in their state folders", opts, async () => {
   const s = pool.find((x) => x.era === '2025');
   const cell = ownerOf(s.id);
   const code = `print(${JSON.stringify(`log-${randomToken()}`)})`;
@@ -221,6 +221,12 @@ test("a cell's and the router's logs are their containers' output (the image's M
   // Nothing of it is written in the state folders (volumes: on Cloud Run, memory).
   const dir = process.env.MCP_CLUSTER_DIR;
   assert.ok(dir, 'MCP_CLUSTER_DIR is set (scripts/test)');
+  // Docker keeps that output rotated (scripts/cluster: MCP_LOG_ROTATE_SIZE, MCP_LOG_ROTATE_KEEP).
+  for (const name of [cell, 'router']) {
+    const config = JSON.parse(await docker('inspect', '-f', '{{json .HostConfig.LogConfig}}', `mcpcells-${PORT}-${name}`));
+    assert.deepEqual(config, { Type: 'local', Config: { 'max-size': '100m', 'max-file': '13' } },
+      `${name}'s log is rotated by Docker`);
+  }
   for (const [folder, names] of [
     [`${dir}/cells/${cell}/logs`, ['audit.log', 'egress.log', 'mcp-server.log', 'nginx-access.log', 'nginx-error.log']],
     [`${dir}/router/logs`, ['router-access.log', 'router-error.log']],
