@@ -341,8 +341,9 @@ test('SIGHUP to the master reopens the audit log (rotation)', hostOpts, async ()
 // The rotation a scripts/run stack runs on its logs (scripts/lib/rotate-logs
 // with <state>/logrotate.conf), forced once here: each log is moved to .1,
 // and each writer goes on in a new file (the responders after the master's
-// SIGHUP, nginx after SIGUSR1; the server's standard error is truncated in
-// place).  Afterwards the old lines are put back, as the test above does.
+// SIGHUP, Squid after SIGUSR1; nginx's logs and the server's standard error
+// are copied and truncated in place).  Afterwards the old lines are put
+// back, as the test above does.
 test('the stack rotates its logs, and every writer goes on in a new file', hostOpts, async (t) => {
   const conf = path.join(STATE, 'logrotate.conf');
   if (!fs.existsSync(conf)) {
