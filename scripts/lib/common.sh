@@ -428,11 +428,7 @@ start_squid() {
 stop_squid() {
   local d="$MCP_STATE_DIR/egress" f i helpers
   f="$d/squid.run.pid"
-  if pid_alive "$f"; then
-    kill -TERM "$(cat "$f")" 2>/dev/null || true
-    for i in $(seq 1 50); do pid_alive "$f" || break; sleep 0.1; done
-    pid_alive "$f" && kill -KILL "$(cat "$f")" 2>/dev/null
-  fi
+  stop_pid "$f" TERM 5
   forget_pid "$f"
   # Squid's helpers (mcp-egress-helper, security_file_certgen, each given
   # a path below $d) read their end of a pipe and exit after Squid does,
@@ -450,8 +446,7 @@ stop_squid() {
 # systemd/mcp-sandbox.logrotate.in).
 render_logrotate() {
   local l="$MCP_STATE_DIR/logs" e="$MCP_STATE_DIR/egress/logs"
-  logrotate_header scripts/run >"$MCP_STATE_DIR/logrotate.conf.tmp"
-  cat >>"$MCP_STATE_DIR/logrotate.conf.tmp" <<CONF
+  write_logrotate scripts/run <<CONF
 # The responders reopen the audit log on the master's SIGHUP; the
 # supervisors open the egress log for each line.
 $l/audit.log $l/egress.log {
@@ -474,24 +469,26 @@ $e/access.log $e/cache.log {
 	endscript
 }
 CONF
-  logrotate_install
 }
 
 # The router's (scripts/router): its nginx's two logs, opened once in
 # append mode by workers of another user (see above).
 render_router_logrotate() {
   local l="$MCP_STATE_DIR/logs"
-  logrotate_header scripts/router >"$MCP_STATE_DIR/logrotate.conf.tmp"
-  cat >>"$MCP_STATE_DIR/logrotate.conf.tmp" <<CONF
+  write_logrotate scripts/router <<CONF
 $l/router-access.log $l/router-error.log {
 	copytruncate
 }
 CONF
-  logrotate_install
 }
 
-logrotate_header() {
-  cat <<CONF
+# <state>/logrotate.conf: what is common to every log (MCP_LOG_ROTATE_SIZE,
+# MCP_LOG_ROTATE_KEEP), then standard input; mode 0644 (logrotate ignores a
+# configuration that others may write).  WHO: the script that writes it.
+write_logrotate() { # write_logrotate WHO
+  local f="$MCP_STATE_DIR/logrotate.conf"
+  {
+    cat <<CONF
 # Written by $1 at each start (MCP_LOG_ROTATE_SIZE, MCP_LOG_ROTATE_KEEP):
 # its logs, rotated by scripts/lib/rotate-logs while it runs.
 # delaycompress: a writer may still append to the file just renamed until
@@ -504,11 +501,8 @@ missingok
 notifempty
 
 CONF
-}
-
-# (logrotate ignores a configuration that others may write.)
-logrotate_install() {
-  local f="$MCP_STATE_DIR/logrotate.conf"
+    cat
+  } >"$f.tmp"
   chmod 644 "$f.tmp" && mv -f "$f.tmp" "$f"
 }
 
@@ -537,13 +531,8 @@ start_log_rotation() {
 }
 
 stop_log_rotation() {
-  local f="$MCP_STATE_DIR/logrotate.pid" i
-  if pid_alive "$f"; then
-    kill -TERM "$(cat "$f")" 2>/dev/null || true
-    for i in $(seq 1 20); do pid_alive "$f" || break; sleep 0.1; done
-    pid_alive "$f" && kill -KILL "$(cat "$f")" 2>/dev/null
-  fi
-  forget_pid "$f"
+  stop_pid "$MCP_STATE_DIR/logrotate.pid" TERM 2
+  forget_pid "$MCP_STATE_DIR/logrotate.pid"
 }
 
 # The server's side: where the sandboxes' traffic goes (unless set).
@@ -588,6 +577,16 @@ note_pid() {
 
 # A PID file and its note go together.
 forget_pid() { rm -f "$1" "$1.start"; }
+
+# Stop the process a PID file names, if it runs: SIGNAL, then SIGKILL if
+# it still runs SECONDS later.  The file stays (forget_pid).
+stop_pid() { # stop_pid PIDFILE SIGNAL SECONDS
+  local i
+  pid_alive "$1" || return 0
+  kill "-$2" "$(cat "$1")" 2>/dev/null || true
+  for i in $(seq 1 $(($3 * 10))); do pid_alive "$1" || return 0; sleep 0.1; done
+  kill -KILL "$(cat "$1")" 2>/dev/null || true
+}
 
 # Whether the process a PID file names runs.  A PID file of an earlier boot
 # or an earlier container (a cell killed and started again keeps its state
@@ -636,12 +635,16 @@ start_nginx() {
   local rt
   rt="$(runtime_dir)"
   pid_alive "$rt/nginx.pid" && die "nginx for this state folder already runs; scripts/stop first"
-  # A stale file (a container killed before its stop) must not be what
-  # note_pid reads before nginx has written its own.
-  forget_pid "$rt/nginx.pid"
-  env -u MCP_TOKENS nginx -c "$MCP_STATE_DIR/nginx/nginx.conf" 2>&"$(log_dest 2 1)" ||
-    die "nginx did not start; see $(log_hint "$MCP_STATE_DIR/logs/nginx-error.log")"
-  note_pid "$rt/nginx.pid"
+  launch_nginx "$MCP_STATE_DIR/nginx/nginx.conf" "$rt/nginx.pid" "$MCP_STATE_DIR/logs/nginx-error.log"
+}
+
+# nginx with CONF, which writes its PID to PIDFILE (scripts/run's and the
+# router's).  A stale file (a container killed before its stop) must not be
+# what note_pid reads before nginx has written its own.
+launch_nginx() { # launch_nginx CONF PIDFILE ERROR_LOG
+  forget_pid "$2"
+  env -u MCP_TOKENS nginx -c "$1" 2>&"$(log_dest 2 1)" || die "nginx did not start; see $(log_hint "$3")"
+  note_pid "$2"
 }
 
 # Wait until an authenticated initialize answers 200.
@@ -717,22 +720,16 @@ MSG
 # running calls end, for at most drain_timeout) while nginx still carries
 # its answers; then nginx.
 stop_all() {
-  local rt pidf="$MCP_STATE_DIR/mcp-server.pid" i wait_s
+  local rt pidf="$MCP_STATE_DIR/mcp-server.pid"
   rt="$(runtime_dir)"
   stop_log_rotation
+  # The master stops its responders, the keeper and every supervisor,
+  # which destroy their sandboxes; sessions stay on disk.  (The wait is
+  # read from the configuration only when there is a server to stop.)
   if pid_alive "$pidf"; then
-    # The master stops its responders, the keeper and every supervisor,
-    # which destroy their sandboxes; sessions stay on disk.
-    wait_s="$(drain_wait_seconds)"
-    kill -TERM "$(cat "$pidf")" 2>/dev/null || true
-    for i in $(seq 1 $((wait_s * 10))); do pid_alive "$pidf" || break; sleep 0.1; done
-    pid_alive "$pidf" && kill -KILL "$(cat "$pidf")" 2>/dev/null
+    stop_pid "$pidf" TERM "$(drain_wait_seconds)"
   fi
-  if pid_alive "$rt/nginx.pid"; then
-    kill -QUIT "$(cat "$rt/nginx.pid")" 2>/dev/null || true
-    for i in $(seq 1 50); do pid_alive "$rt/nginx.pid" || break; sleep 0.1; done
-    pid_alive "$rt/nginx.pid" && kill -KILL "$(cat "$rt/nginx.pid")" 2>/dev/null
-  fi
+  stop_pid "$rt/nginx.pid" QUIT 5
   stop_squid
   # The runtime folder (the socket, nginx's temporary files and its copy of
   # /healthz) goes with the stack; scripts/run makes it again.
