@@ -601,8 +601,10 @@ pid_alive() {
   local pid start btime mtime note
   [ -s "$1" ] && pid="$(cat "$1" 2>/dev/null)" && [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
   if note="$(cat "$1.start" 2>/dev/null)" && [ "${note%% *}" = "$pid" ]; then
+    # (return with its status: a bare return in a trap's handler, as
+    # scripts/run's Ctrl-C, returns that of the command the signal ended.)
     [ "$(proc_identity "$pid")" = "$note" ]
-    return
+    return $?
   fi
   start="$(proc_start "$pid")" || return 1
   btime="$(awk '$1 == "btime" {print $2}' /proc/stat)"

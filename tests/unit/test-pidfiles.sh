@@ -55,6 +55,18 @@ echo 1 >"$f.start"
 touch "$f"
 check "a note of another PID: the times decide, and a file written after the process started holds" pid_alive "$f"
 
+# scripts/run and scripts/router stop in a trap's handler (Ctrl-C, SIGTERM).
+# A signal sent to their process group ends the command they wait in, and
+# inside the handler a bare `return` gives that command's status: pid_alive
+# took the live server and nginx for gone, and the stop left them running.
+note_pid "$f"
+alive_in_trap="$(bash -c '. "$1/scripts/lib/common.sh"
+  trap '\''pid_alive "$2" && echo alive || echo gone; exit 0'\'' USR1
+  (kill -USR1 $$; exit 143)
+  echo "no trap"' _ "$srcdir" "$f")"
+[ "$alive_in_trap" = alive ]
+ok $? "in a trap's handler, after the signal ended a command, a live process still runs (got: $alive_in_trap)"
+
 sleep 0.2 &
 gone=$!
 wait "$gone"
