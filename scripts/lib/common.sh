@@ -720,7 +720,7 @@ MSG
 
 # The server first: on SIGTERM it drains (common/cell.h: new work refused,
 # running calls end, for at most drain_timeout) while nginx still carries
-# its answers; then nginx.
+# its answers; then nginx, Squid, and a router of the same state folder.
 stop_all() {
   local rt pidf="$MCP_STATE_DIR/mcp-server.pid"
   rt="$(runtime_dir)"
@@ -733,14 +733,24 @@ stop_all() {
   fi
   stop_pid "$rt/nginx.pid" QUIT 5
   stop_squid
+  stop_router
   # The runtime folder (the socket, nginx's temporary files and its copy of
   # /healthz) goes with the stack; scripts/run makes it again.
-  if ! pid_alive "$pidf" && ! pid_alive "$rt/nginx.pid"; then
+  if ! pid_alive "$pidf" && ! pid_alive "$rt/nginx.pid" && ! pid_alive "$(router_pid)"; then
     rm -rf "$rt"
     rmdir /run/mcp-sandbox 2>/dev/null || true
   fi
   forget_pid "$pidf"
   forget_pid "$rt/nginx.pid"
+}
+
+# scripts/router's nginx (its runtime folder is the stack's of the same
+# state folder) and its rotation loop.
+router_pid() { printf '%s/router.pid' "$(runtime_dir)"; }
+stop_router() {
+  stop_pid "$(router_pid)" QUIT 10
+  forget_pid "$(router_pid)"
+  stop_log_rotation
 }
 
 # How long stop_all waits for the server: its drain (drain_timeout, or

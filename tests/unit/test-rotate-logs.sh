@@ -161,6 +161,23 @@ for i in $(seq 1 30); do pid_alive "$MCP_STATE_DIR/logrotate.pid" || break; slee
 ! pid_alive "$MCP_STATE_DIR/logrotate.pid"
 ok $? "the loop ends once the router's nginx is gone"
 
+# ---- scripts/stop stops a router of the state folder (stop_all) ----
+# (A detached router had no stop: scripts/stop removed its runtime folder,
+# and with it its PID file, and left it running.)  Its nginx stops on
+# SIGQUIT; perl, since a background job's shell has SIGQUIT ignored.
+kill "$(cat "$rt/nginx.pid")"
+perl -e '$SIG{QUIT} = sub { exit 0 }; sleep 1 while 1' &
+router=$!
+stand_ins+=("$router")
+echo "$router" >"$(router_pid)"
+note_pid "$(router_pid)"
+start_log_rotation render_router_logrotate "$(router_pid)"
+loop="$(cat "$MCP_STATE_DIR/logrotate.pid")"
+stop_all >/dev/null 2>&1
+for i in $(seq 1 30); do kill -0 "$router" 2>/dev/null || break; sleep 0.1; done
+! kill -0 "$router" 2>/dev/null && ! kill -0 "$loop" 2>/dev/null && [ ! -e "$rt" ]
+ok $? "stop_all (scripts/stop) stops the router's nginx and its loop, and removes the runtime folder"
+
 MCP_LOG_ROTATE_SIZE=off
 start_log_rotation render_logrotate "$MCP_STATE_DIR/mcp-server.pid"
 [ ! -e "$MCP_STATE_DIR/logrotate.pid" ] && [ ! -e "$conf" ]
