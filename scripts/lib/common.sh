@@ -555,11 +555,13 @@ proc_identity() {
 }
 
 # A process's start in clock ticks since boot (/proc/PID/stat's 22nd field,
-# counted after the command's parenthesis, which may hold spaces).
+# counted after the command's parenthesis, which may hold spaces).  A zombie
+# (ended, not yet reaped by its parent: the 3rd field is Z) has none: it is
+# not running.
 proc_start() {
   local stat
   stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-  printf '%s' "${stat##*) }" | awk '{print $20}'
+  printf '%s' "${stat##*) }" | awk '$1 == "Z" { exit 1 } { print $20 }'
 }
 
 # Note beside a PID file (FILE.start) which process it names, by its
@@ -575,17 +577,23 @@ note_pid() {
   if proc_identity "$pid" >"$f.start.tmp"; then mv -f "$f.start.tmp" "$f.start"; else rm -f "$f.start.tmp"; fi
 }
 
-# A PID file and its note go together.
-forget_pid() { rm -f "$1" "$1.start"; }
+# A PID file and its note go together.  A process that still runs (one that
+# stop_pid could not stop) keeps them: scripts/stop again finds it.
+forget_pid() { pid_alive "$1" || rm -f "$1" "$1.start"; }
 
 # Stop the process a PID file names, if it runs: SIGNAL, then SIGKILL if
-# it still runs SECONDS later.  The file stays (forget_pid).
+# it still runs SECONDS later, then up to 3 s for it to go (a process in
+# the kernel's uninterruptible sleep, as in a hung mount, dies only when
+# that returns).  One that outlives that is named.  The file stays
+# (forget_pid).
 stop_pid() { # stop_pid PIDFILE SIGNAL SECONDS
   local i
   pid_alive "$1" || return 0
   kill "-$2" "$(cat "$1")" 2>/dev/null || true
   for i in $(seq 1 $(($3 * 10))); do pid_alive "$1" || return 0; sleep 0.1; done
   kill -KILL "$(cat "$1")" 2>/dev/null || true
+  for i in $(seq 1 30); do pid_alive "$1" || return 0; sleep 0.1; done
+  log "warning: pid $(cat "$1") ($1) still runs after SIGKILL; its PID file stays (scripts/stop again)"
 }
 
 # Whether the process a PID file names runs.  A PID file of an earlier boot

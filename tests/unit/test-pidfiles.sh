@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The scripts' PID files (scripts/lib/common.sh: note_pid, pid_alive), as
-# TAP.  scripts/run, scripts/router and scripts/stop ask pid_alive whether
-# the server, nginx and Squid run; a "no" ends a running stack
-# (scripts/run stops everything and exits, and with it a cell's container).
-# A PID file that outlived its process (an earlier container, an earlier
-# boot) must not be believed, and a live process must not be taken for
-# gone when the wall clock steps: a step moves the kernel's boot time
-# (/proc/stat btime) against the files' times, as a PID file's time moved
-# into the past does here.
+# The scripts' PID files (scripts/lib/common.sh: note_pid, pid_alive,
+# stop_pid, forget_pid), as TAP.  scripts/run, scripts/router and
+# scripts/stop ask pid_alive whether the server, nginx and Squid run; a "no"
+# ends a running stack (scripts/run stops everything and exits, and with it
+# a cell's container).  A PID file that outlived its process (an earlier
+# container, an earlier boot) must not be believed, and a live process must
+# not be taken for gone when the wall clock steps: a step moves the kernel's
+# boot time (/proc/stat btime) against the files' times, as a PID file's
+# time moved into the past does here.
 #
 # make check runs it with MCP_TEST_SRCDIR set (tests/unit/local.am).
 set -uo pipefail
@@ -81,6 +81,45 @@ note_pid "$tmp/empty.pid" && [ ! -e "$tmp/empty.pid.start" ] && [ $((SECONDS - t
 ok $? "a PID file that names no process within 5 s: note_pid gives up without a note or an error"
 ! pid_alive "$tmp/empty.pid" && ! pid_alive "$tmp/none.pid"
 ok $? "an empty or missing PID file: not running"
+
+# A zombie (ended, its parent has not reaped it) holds nothing: not running.
+# shellcheck disable=SC2016 # perl's code
+perl -e 'my $c = fork(); if ($c == 0) { exit 0 } print "$c\n"; close STDOUT; sleep 60' >"$tmp/zombie.pid" &
+zparent=$!
+for i in $(seq 1 50); do
+  [ -s "$tmp/zombie.pid" ] && grep -q 'State:.*Z' "/proc/$(cat "$tmp/zombie.pid")/status" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q 'State:.*Z' "/proc/$(cat "$tmp/zombie.pid")/status" && ! pid_alive "$tmp/zombie.pid"
+ok $? "an ended process that its parent has not reaped (a zombie): not running"
+kill "$zparent"
+
+# stop_pid: SIGNAL, then SIGKILL for a process that ignores it; the file
+# and its note are forgotten once it has gone.
+perl -e '$SIG{TERM} = "IGNORE"; sleep 60' &
+deaf=$!
+echo "$deaf" >"$tmp/deaf.pid"
+note_pid "$tmp/deaf.pid"
+stop_pid "$tmp/deaf.pid" TERM 1 2>"$tmp/stop.err"
+forget_pid "$tmp/deaf.pid"
+wait "$deaf" # (reaped: the test is its parent)
+! kill -0 "$deaf" 2>/dev/null && [ ! -e "$tmp/deaf.pid" ] && [ ! -e "$tmp/deaf.pid.start" ] && ! grep -q "still runs" "$tmp/stop.err"
+ok $? "stop_pid kills a process that ignores its signal, and forget_pid then removes its file and note"
+
+# One that outlives SIGKILL too (in the kernel's uninterruptible sleep: here
+# a kill that delivers nothing) is named, and its file stays.
+sleep 60 &
+stuck=$!
+echo "$stuck" >"$tmp/stuck.pid"
+note_pid "$tmp/stuck.pid"
+(
+  kill() { [ "$1" = -0 ] && builtin kill "$@"; }
+  stop_pid "$tmp/stuck.pid" TERM 1 2>"$tmp/stop.err"
+  forget_pid "$tmp/stuck.pid"
+)
+[ -e "$tmp/stuck.pid" ] && [ -e "$tmp/stuck.pid.start" ] && grep -q "pid $stuck .*still runs after SIGKILL" "$tmp/stop.err"
+ok $? "a process that outlives SIGKILL is named, and its PID file and note stay (got: $(cat "$tmp/stop.err"))"
+builtin kill "$stuck"
 
 [ "$failed" = 0 ] || echo "# $failed of $n failed"
 echo "1..$n"
