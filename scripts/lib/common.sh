@@ -429,7 +429,6 @@ stop_squid() {
   local d="$MCP_STATE_DIR/egress" f i helpers
   f="$d/squid.run.pid"
   stop_pid "$f" TERM 5
-  forget_pid "$f"
   # Squid's helpers (mcp-egress-helper, security_file_certgen, each given
   # a path below $d) read their end of a pipe and exit after Squid does,
   # not with it: wait for them too, so that the proxy is gone when this
@@ -530,10 +529,7 @@ start_log_rotation() {
   note_pid "$pidf"
 }
 
-stop_log_rotation() {
-  stop_pid "$MCP_STATE_DIR/logrotate.pid" TERM 2
-  forget_pid "$MCP_STATE_DIR/logrotate.pid"
-}
+stop_log_rotation() { stop_pid "$MCP_STATE_DIR/logrotate.pid" TERM 2; }
 
 # The server's side: where the sandboxes' traffic goes (unless set).
 export_egress_proxy() { export MCP_EGRESS_PROXY="${MCP_EGRESS_PROXY:-127.0.0.1:$(egress_port)}"; }
@@ -584,16 +580,24 @@ forget_pid() { pid_alive "$1" || rm -f "$1" "$1.start"; }
 # Stop the process a PID file names, if it runs: SIGNAL, then SIGKILL if
 # it still runs SECONDS later, then up to 3 s for it to go (a process in
 # the kernel's uninterruptible sleep, as in a hung mount, dies only when
-# that returns).  One that outlives that is named.  The file stays
-# (forget_pid).
+# that returns), and forget the file.  One that outlives that is named, and
+# its file stays.
 stop_pid() { # stop_pid PIDFILE SIGNAL SECONDS
+  if pid_alive "$1"; then
+    kill "-$2" "$(cat "$1")" 2>/dev/null || true
+    if ! pid_gone_within "$1" "$3"; then
+      kill -KILL "$(cat "$1")" 2>/dev/null || true
+      pid_gone_within "$1" 3 ||
+        log "warning: pid $(cat "$1") ($1) still runs after SIGKILL; its PID file stays (scripts/stop again)"
+    fi
+  fi
+  forget_pid "$1"
+}
+
+pid_gone_within() { # pid_gone_within PIDFILE SECONDS
   local i
-  pid_alive "$1" || return 0
-  kill "-$2" "$(cat "$1")" 2>/dev/null || true
-  for i in $(seq 1 $(($3 * 10))); do pid_alive "$1" || return 0; sleep 0.1; done
-  kill -KILL "$(cat "$1")" 2>/dev/null || true
-  for i in $(seq 1 30); do pid_alive "$1" || return 0; sleep 0.1; done
-  log "warning: pid $(cat "$1") ($1) still runs after SIGKILL; its PID file stays (scripts/stop again)"
+  for i in $(seq 1 $(($2 * 10))); do pid_alive "$1" || return 0; sleep 0.1; done
+  return 1
 }
 
 # Whether the process a PID file names runs.  A PID file of an earlier boot
@@ -739,26 +743,40 @@ stop_all() {
   if pid_alive "$pidf"; then
     stop_pid "$pidf" TERM "$(drain_wait_seconds)"
   fi
+  forget_pid "$pidf"
   stop_pid "$rt/nginx.pid" QUIT 5
   stop_squid
-  stop_router
+  stop_pid "$(router_pid)" QUIT 10
   # The runtime folder (the socket, nginx's temporary files and its copy of
-  # /healthz) goes with the stack; scripts/run makes it again.
+  # /healthz) goes with the stack; scripts/run makes it again.  What could
+  # not be stopped keeps its PID file there.
   if ! pid_alive "$pidf" && ! pid_alive "$rt/nginx.pid" && ! pid_alive "$(router_pid)"; then
     rm -rf "$rt"
     rmdir /run/mcp-sandbox 2>/dev/null || true
   fi
-  forget_pid "$pidf"
-  forget_pid "$rt/nginx.pid"
 }
 
 # scripts/router's nginx (its runtime folder is the stack's of the same
-# state folder) and its rotation loop.
+# state folder).
 router_pid() { printf '%s/router.pid' "$(runtime_dir)"; }
-stop_router() {
-  stop_pid "$(router_pid)" QUIT 10
-  forget_pid "$(router_pid)"
-  stop_log_rotation
+
+# The start of scripts/run and scripts/router.  refuse_running WHAT
+# PIDFILE...: a folder whose stack (or router) runs is refused before
+# anything is built or written over.
+refuse_running() {
+  local what="$1" f
+  shift
+  for f in "$@"; do
+    pid_alive "$f" && die "$what already runs for $MCP_STATE_DIR (pid $(cat "$f")); scripts/stop first"
+  done
+  return 0
+}
+
+# From here until `trap - EXIT INT TERM`, a failure, Ctrl-C or SIGTERM
+# stops what has started: no half-started stack is left running.
+stop_all_on_failure() {
+  trap '[ $? = 0 ] || { log "stopping what was started"; stop_all; }' EXIT
+  trap 'echo; echo stopping...; exit 130' INT TERM
 }
 
 # How long stop_all waits for the server: its drain (drain_timeout, or
