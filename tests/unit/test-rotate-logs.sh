@@ -51,6 +51,13 @@ stand_in() { # stand_in PIDFILE SIGNAL FILE
   note_pid "$1"
 }
 count() { [ -f "$1" ] && grep -c . "$1" || echo 0; }
+# What a failed check saw: the signals counted, the logs, logrotate's state.
+marks() {
+  echo "# $(count "$tmp/server.marks") SIGHUP to the server, $(count "$tmp/nginx.marks") SIGUSR1 to nginx; the loop $(pid_alive "$MCP_STATE_DIR/logrotate.pid" && echo runs || echo is gone)"
+  ls -l --time-style=+%T.%N "$l" | sed 's/^/# /'
+  sed 's/^/# loop: /' "$l/logrotate.log" 2>/dev/null
+  sed 's/^/# /' "$MCP_STATE_DIR/logrotate.status" 2>/dev/null
+}
 stand_in "$MCP_STATE_DIR/mcp-server.pid" HUP "$tmp/server.marks"
 server=$!
 stand_in "$rt/nginx.pid" USR1 "$tmp/nginx.marks"
@@ -100,7 +107,9 @@ done
 [ -f "$l/audit.log.1" ] && [ -f "$l/nginx-access.log.1" ] && [ -f "$l/mcp-server.log.1" ]
 ok $? "within a few seconds the logs past MCP_LOG_ROTATE_SIZE are rotated"
 [ "$(count "$tmp/server.marks")" = 1 ] && [ "$(count "$tmp/nginx.marks")" = 0 ]
-ok $? "the server got one SIGHUP, nginx nothing (its workers could not open files in this folder)"
+st=$?
+ok "$st" "the server got one SIGHUP, nginx nothing (its workers could not open files in this folder)"
+[ "$st" = 0 ] || marks
 [ ! -e "$l/nginx-error.log.1" ] && [ "$(cat "$l/nginx-error.log")" = small ]
 ok $? "a small log stays as it is"
 cmp -s "$l/mcp-server.log.1" "$tmp/server-log" && [ -f "$l/mcp-server.log" ] && [ ! -s "$l/mcp-server.log" ] &&
@@ -119,7 +128,9 @@ for round in 1 2 3; do
   for i in $(seq 1 40); do [ "$(count "$tmp/server.marks")" -gt "$round" ] && break; sleep 0.1; done
 done
 [ "$(count "$tmp/server.marks")" = 4 ] && [ ! -e "$l/nginx-access.log.2.gz" ]
-ok $? "each time the audit log grows past the size, one more rotation and SIGHUP; nginx's logs were not touched"
+st=$?
+ok "$st" "each time the audit log grows past the size, one more rotation and SIGHUP; nginx's logs were not touched"
+[ "$st" = 0 ] || marks
 [ -f "$l/audit.log.1" ] && [ -f "$l/audit.log.2.gz" ] && [ ! -e "$l/audit.log.3.gz" ]
 ok $? "two copies kept (MCP_LOG_ROTATE_KEEP), the older compressed"
 
