@@ -23,7 +23,9 @@
  *                                                        slot_cpu_busy); fork and warm no
  *                                                        spare until N, or for that long
  *   N  now         supervisor -> executor                empty: none waits, and none runs
- *                                                        on busy cores, any more
+ *                                                        on busy cores, any more; or, once
+ *                                                        a D's answer has gone on without
+ *                                                        an L: no reason to wait at all
  *   O  stdout      executor -> supervisor -> responder   bytes
  *   E  stderr      executor -> supervisor -> responder   bytes
  *   D  done        executor -> supervisor -> responder   JSON result

@@ -20,9 +20,9 @@
  * beside the calls, their output goes to files, and they outlive the
  * responder that started them.
  *
- * After a call's answer, while other sessions' calls wait or run on busy
- * cores, it tells the executor to hold its next spare (frames L, then N:
- * see SPARES_LATER_MS).
+ * After a call's answer it tells the executor whether to hold its next
+ * spare while other sessions' calls wait or run on busy cores (frames L,
+ * then N) or not (N at once: see SPARES_LATER_MS).
  *
  * It is a child subreaper: runsc's sandbox and gofer processes are
  * reparented to it and reaped at once, which is what makes teardown fast
@@ -92,7 +92,8 @@
 /* After a call's answer, while other sessions' calls wait or run (slots.h:
  * slot_others_wait, slot_others_run) and the cores were busy over the
  * call, the executor forks and warms no spare (frame L) until none waits
- * and none runs on busy cores (N), for at most SPARES_LATER_MS; the
+ * and none runs on busy cores (N), for at most SPARES_LATER_MS (when
+ * nothing waits, N once the answer has gone on); the
  * supervisor looks every SPARES_LOOK_MS, and the cores are busy unless
  * half a core idled at each of its last SPARES_ROOM_LOOKS looks
  * (slot_cpu_busy).  On 2 cores a burst's early sessions otherwise spend
@@ -719,10 +720,10 @@ static bool others_wait_or_run(struct sup *s) {
 /* The executor's call has answered (its D is in): while other sessions'
  * calls wait or run on busy cores, its next spares wait too
  * (SPARES_LATER_MS).  Said before the answer goes on, so that it is there
- * within the executor's SPARE_DELAY. */
-static void spares_later(struct sup *s) {
+ * before any request sent on it.  Whether it was said. */
+static bool spares_later(struct sup *s) {
   if (!cores_were_busy(s) || !others_wait_or_run(s))
-    return;
+    return false;
   char ms[16];
   int len = snprintf(ms, sizeof(ms), "%d", SPARES_LATER_MS);
   if (frame_write(s->exec_in, FRAME_SPARES_LATER, ms, (size_t)len) == 0) {
@@ -731,6 +732,7 @@ static void spares_later(struct sup *s) {
     s->spares_cpu_ok = slot_cpu_read(&s->spares_cpu) == 0;
     s->spares_room_looks = 0;
   }
+  return true;
 }
 
 /* Whether less than half a core idled since the last look (unreadable:
@@ -791,8 +793,13 @@ static void on_exec_frame(struct sup *s, const struct frame *f) {
     if (s->call_active) {
       cleanup_free char *json = xstrndup(f->payload, f->len);
       note_result(s, f->payload, f->len);
-      spares_later(s);
+      bool held = spares_later(s);
       send_call_result(s, json ? json : "{}");
+      /* No reason to hold them: N once the answer has gone on, so that an
+       * executor with no spare left forks the next one now (main.py,
+       * between_calls), not beside the answer on its way out. */
+      if (!held)
+        frame_write(s->exec_in, FRAME_SPARES_NOW, NULL, 0);
     }
     break;
   case FRAME_RUN_DONE:

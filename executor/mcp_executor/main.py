@@ -73,6 +73,7 @@ class Loop:
         self.lost = set()  # languages whose interpreter died between two calls
         self.later_until = 0.0  # the spares wait for N until then (L; 0: they do not wait)
         self.spare_due = False  # the last call's spares are not forked yet (they waited)
+        self.answered_at = float("-inf")  # monotonic time of the last call's answer
 
     def serve(self):
         while True:
@@ -149,6 +150,8 @@ class Loop:
             # no more, and what its end says decides the next ones.
             self.later_until = 0.0
             self.spare_due = False
+            if time.monotonic() - self.answered_at < SPARE_DELAY:
+                pair_spares(self.st)  # back to back, though the next spare's fork came first
             payload = with_relay(self.st, req, payload)
         else:
             req.pop("egress", None)
@@ -272,6 +275,7 @@ class Loop:
             del st.runs[tag]
         send_done(tag, res)
         if tag is None:
+            self.answered_at = time.monotonic()
             st.turns.open_gate()  # the spares warm up again, one at a time
         if any(getattr(act, why, False) for why in ("timed_out", "cancelled", "processes_exceeded")):
             drop_spares(st)  # a stopped call may have taken them with it (kill_round)
@@ -304,7 +308,13 @@ class Loop:
         # the warm-up wait until none does (N): they are this session's bet
         # on its next call, theirs are calls already made
         # (tests/bench/FINDINGS.md, "Bursts").
-        if self.pending(SPARE_DELAY):
+        # With no spare left, a request sent on this answer waits for a
+        # fork whatever happens, so the fork waits only for the
+        # supervisor's word (L before the answer went on, or N once it
+        # has): with numpy and pandas loaded, the 50 ms were a fifth of
+        # the pause between paced calls in which the fork and the warm-up
+        # must fit (tests/bench/FINDINGS.md, "The next spare sooner").
+        if self.pending(SPARE_DELAY, word=not st.spares):
             pair_spares(st)
         elif self.later_until > 0:
             self.spare_due = True
@@ -349,18 +359,23 @@ class Loop:
         if due and fork:
             self.fork_spares()
 
-    def pending(self, timeout=0):
+    def pending(self, timeout=0, word=False):
         """Whether a frame other than L or N (taken here) waits on fd 0, or
-        comes within timeout seconds."""
+        comes within timeout seconds (with word: before the supervisor's
+        word on the spares, if that comes first)."""
         end = time.monotonic() + timeout
         while True:
+            heard = False
             while self.reader.buf[:1] in SPARES_WORDS:
                 frame = self.reader.next()
                 if frame is None:
                     break  # the rest of it is on its way
                 self.spares_word(*frame)
+                heard = True
             if self.reader.buf and self.reader.buf[:1] not in SPARES_WORDS:
                 return True
+            if heard and word:
+                return False
             left = end - time.monotonic()
             if not select.select([0], [], [], max(left, 0))[0]:
                 return False

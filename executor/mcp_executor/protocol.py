@@ -4,9 +4,10 @@ A frame is one type byte, a big-endian u32 length, the payload; the table
 of types is common/frame.h.  The executor reads R (request) and K (cancel)
 of the call in the foreground, G (start a run), C (cancel a run) and P
 (the host-task guard: stop the activity whose processes are the most),
-L and N (other sessions' calls wait or run on busy cores: fork no spare
-until N, or for at most the milliseconds L names;
-main.Loop.between_calls), and
+L and N (one of them right after each D: other sessions' calls wait or
+run on busy cores, so fork no spare until N, or for at most the
+milliseconds L names; or N, nothing to wait for; main.Loop.between_calls),
+and
 writes Y (ready), A (accepted), O (stdout), E (stderr) and D (done) of
 the foreground call, and o, e, d of the runs: their payload starts with
 one byte, the run's number (1-255), that the G frame's JSON named.  After a
@@ -39,7 +40,7 @@ RUN_STDERR = b"e"  # N, then bytes of its stderr
 RUN_DONE = b"d"  # N, then its result (JSON)
 PROCESSES = b"P"  # empty: the host-task guard; stop the activity with the most processes
 SPARES_LATER = b"L"  # ASCII ms: other sessions' calls wait or run; no spare's fork or warm-up until N, or that long
-SPARES_NOW = b"N"  # empty: none waits, none runs on busy cores any more (after L)
+SPARES_NOW = b"N"  # empty: none waits, none runs on busy cores (any more, after L)
 
 
 def write_frame(kind, payload, prefix=b""):

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ.get("MCP_TEST_SRCDIR", "."), "executor"))
 
+import mcp_executor.main as executor_main  # noqa: E402
 from mcp_executor.main import SPARE_DELAY, Loop  # noqa: E402
 from mcp_executor.protocol import HEADER, SPARES_LATER, SPARES_NOW, FrameReader  # noqa: E402
 from mcp_executor.state import Args, State  # noqa: E402
@@ -110,6 +111,39 @@ def main():
     os.write(w, frame(SPARES_NOW))
     ok(steps_until(loop, lambda: st.turns.open, 2.0) and len(st.spares) == 1, "and N opens it, with no second fork")
     clear(st)
+
+    # N right after the answer (the supervisor's word when nothing waits):
+    # with no spare left, a request sent on the answer would wait for a
+    # fork anyway, so the fork waits no longer than the word; with a spare
+    # left, the loop still waits SPARE_DELAY for such a request, which
+    # that spare serves at once.  (A long delay, so that the two differ
+    # whatever the machine's load.)
+    executor_main.SPARE_DELAY = 3.0
+    try:
+        os.write(w, frame(SPARES_NOW))
+        t0 = time.monotonic()
+        loop.between_calls(SAID)
+        took = time.monotonic() - t0
+        ok(len(st.spares) == 1 and took < 1.5,
+           "N, no spare left: the next spare is forked at once (%.0f ms)" % (took * 1000))
+        os.write(w, frame(SPARES_NOW))
+        t0 = time.monotonic()
+        loop.between_calls(SAID)
+        took = time.monotonic() - t0
+        ok(len(st.spares) == 1 and took >= 2.9,
+           "N, a spare left: the loop waits for a request sent on the answer (%.0f ms)" % (took * 1000))
+        clear(st)
+        os.write(w, frame(SPARES_LATER, b"5000"))
+        t0 = time.monotonic()
+        loop.between_calls(SAID)
+        took = time.monotonic() - t0
+        ok(not st.spares and loop.spare_due and took < 1.5,
+           "L, no spare left: the loop goes on at once, the fork waits for N (%.0f ms)" % (took * 1000))
+        os.write(w, frame(SPARES_NOW))
+        ok(steps_until(loop, lambda: len(st.spares) == 1, 5.0), "and N forks it")
+        clear(st)
+    finally:
+        executor_main.SPARE_DELAY = SPARE_DELAY
 
     # A request behind the L is pending: between_calls pairs, forks nothing.
     os.write(w, frame(SPARES_LATER, b"5000") + frame(b"R", b"{}"))
