@@ -314,7 +314,10 @@ class Loop:
         # has): with numpy and pandas loaded, the 50 ms were a fifth of
         # the pause between paced calls in which the fork and the warm-up
         # must fit (tests/bench/FINDINGS.md, "The next spare sooner").
-        if self.pending(SPARE_DELAY, word=not st.spares):
+        # Not while a persistent interpreter or a run lives (quiet): a cell
+        # needs no spare, and one sent on the answer would wait for a fork
+        # its start then kills.
+        if self.pending(SPARE_DELAY, word=not st.spares and quiet):
             pair_spares(st)
         elif self.later_until > 0:
             self.spare_due = True

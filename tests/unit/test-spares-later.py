@@ -133,6 +133,19 @@ def main():
         ok(len(st.spares) == 1 and took >= 2.9,
            "N, a spare left: the loop waits for a request sent on the answer (%.0f ms)" % (took * 1000))
         clear(st)
+        # A persistent interpreter lives: its next cell takes no spare,
+        # and would wait for the fork (its start kills the spare), so the
+        # loop waits for a request sent on the answer, as before.
+        st.interpreters["python"] = SimpleNamespace(alive=True)
+        os.write(w, frame(SPARES_NOW))
+        t0 = time.monotonic()
+        loop.between_calls(SAID)
+        took = time.monotonic() - t0
+        del st.interpreters["python"]
+        ok(len(st.spares) == 1 and took >= 2.9,
+           "N, no spare left, an interpreter alive: the loop waits for a request sent on the answer (%.0f ms)"
+           % (took * 1000))
+        clear(st)
         os.write(w, frame(SPARES_LATER, b"5000"))
         t0 = time.monotonic()
         loop.between_calls(SAID)
