@@ -43,9 +43,12 @@ if id "$SQUID_USER" >/dev/null 2>&1; then
 fi
 
 # A stand-in that writes a line to FILE for every SIGNAL it gets; its PID
-# goes to PIDFILE, with the note scripts/run writes.
+# goes to PIDFILE, with the note scripts/run writes.  SIGNAL's handling is
+# reset first: bash cannot trap a signal ignored when it started, and a
+# suite started under nohup ignores SIGHUP (the server sets its own
+# handler whatever it inherits).
 stand_in() { # stand_in PIDFILE SIGNAL FILE
-  bash -c "trap 'echo got >>$3' $2; while :; do sleep 0.1; done" &
+  env --default-signal="$2" bash -c "trap 'echo got >>$3' $2; while :; do sleep 0.1; done" &
   stand_ins+=($!)
   echo $! >"$1"
   note_pid "$1"
