@@ -119,6 +119,12 @@ cmp -s "$l/mcp-server.log.1" "$tmp/server-log" && [ -f "$l/mcp-server.log" ] && 
   [ -f "$l/nginx-access.log" ] && [ ! -s "$l/nginx-access.log" ]
 ok $? "the server's standard error and nginx's access log are copied to .1 and truncated in place"
 if [ "$proxy" = yes ]; then
+  # (Squid's block comes last in the run whose first block's SIGHUP ended
+  # the wait above, and a stand-in counts a signal after its sleep.)
+  for i in $(seq 1 50); do
+    [ -f "$e/access.log.1" ] && [ "$(count "$tmp/squid.marks")" -ge 1 ] && break
+    sleep 0.1
+  done
   [ -f "$e/access.log.1" ] && [ "$(count "$tmp/squid.marks")" = 1 ]
   ok $? "Squid's access log (in its user's folder) is rotated, and Squid gets one SIGUSR1"
 else
