@@ -720,7 +720,8 @@ static bool others_wait_or_run(struct sup *s) {
 /* The executor's call has answered (its D is in): while other sessions'
  * calls wait or run on busy cores, its next spares wait too
  * (SPARES_LATER_MS).  Said before the answer goes on, so that it is there
- * before any request sent on it.  Whether it was said. */
+ * before any request sent on it.  Whether the spares wait (if not, the
+ * caller says N once the answer has gone on). */
 static bool spares_later(struct sup *s) {
   if (!cores_were_busy(s) || !others_wait_or_run(s))
     return false;

@@ -298,25 +298,22 @@ class Loop:
             os.execv(sys.executable, sys.orig_argv)
         if import_modules(st, [name for name in said.learned if name in st.args.learn]):
             drop_python_spares(st)  # forked without them
-        # The next call's child is forked once this call's answer has had
-        # time to leave: a fork keeps gVisor busy for 15-80 ms, and on a
-        # small machine that delays the answer on its way out.  A request
-        # that comes first (back to back) is served at once, by the other
-        # spare the session keeps from then on, or by a fork on demand.
-        # While other sessions' calls wait for the CPU or run on busy cores
-        # (the supervisor says L right after this call's D), the fork and
-        # the warm-up wait until none does (N): they are this session's bet
-        # on its next call, theirs are calls already made
-        # (tests/bench/FINDINGS.md, "Bursts").
-        # With no spare left, a request sent on this answer waits for a
-        # fork whatever happens, so the fork waits only for the
-        # supervisor's word (L before the answer went on, or N once it
-        # has): with numpy and pandas loaded, the 50 ms were a fifth of
-        # the pause between paced calls in which the fork and the warm-up
-        # must fit (tests/bench/FINDINGS.md, "The next spare sooner").
-        # Not while a persistent interpreter or a run lives (quiet): a cell
-        # needs no spare, and one sent on the answer would wait for a fork
-        # its start then kills.
+        # The next call's child is forked once this call's answer has gone
+        # on: a fork keeps gVisor busy for 15-80 ms, and on a small machine
+        # that delays the answer on its way out.  The supervisor says so
+        # (N), or says L before the answer when other sessions' calls wait
+        # for the CPU or run on busy cores: then the fork and the warm-up
+        # wait until none does (N), as they are this session's bet on its
+        # next call and theirs are calls already made
+        # (tests/bench/FINDINGS.md, "Bursts").  With a spare left, or a
+        # persistent interpreter or a run alive (not quiet), the fork
+        # waits SPARE_DELAY too: a request sent on the answer (back to
+        # back) is then served at once, by that spare or by the cell's
+        # interpreter, rather than after the fork.  With no spare left it
+        # would wait for a fork anyway, and with numpy and pandas loaded
+        # the 50 ms were a fifth of the pause between paced calls in which
+        # the fork and the warm-up must fit (tests/bench/FINDINGS.md, "The
+        # next spare sooner").
         if self.pending(SPARE_DELAY, word=not st.spares and quiet):
             pair_spares(st)
         elif self.later_until > 0:

@@ -4,10 +4,9 @@ A frame is one type byte, a big-endian u32 length, the payload; the table
 of types is common/frame.h.  The executor reads R (request) and K (cancel)
 of the call in the foreground, G (start a run), C (cancel a run) and P
 (the host-task guard: stop the activity whose processes are the most),
-L and N (one of them right after each D: other sessions' calls wait or
-run on busy cores, so fork no spare until N, or for at most the
-milliseconds L names; or N, nothing to wait for; main.Loop.between_calls),
-and
+L and N (one of them after each D: L, other sessions' calls wait or run
+on busy cores, so fork no spare until N, or for at most the milliseconds
+L names; or N, nothing to wait for; main.Loop.between_calls), and
 writes Y (ready), A (accepted), O (stdout), E (stderr) and D (done) of
 the foreground call, and o, e, d of the runs: their payload starts with
 one byte, the run's number (1-255), that the G frame's JSON named.  After a

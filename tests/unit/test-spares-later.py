@@ -119,17 +119,19 @@ def main():
     # that spare serves at once.  (A long delay, so that the two differ
     # whatever the machine's load.)
     executor_main.SPARE_DELAY = 3.0
-    try:
-        os.write(w, frame(SPARES_NOW))
+
+    def between_calls_after(word):
+        """The supervisor's word, then between_calls: how long it took."""
+        os.write(w, frame(word, b"5000" if word == SPARES_LATER else b""))
         t0 = time.monotonic()
         loop.between_calls(SAID)
-        took = time.monotonic() - t0
+        return time.monotonic() - t0
+
+    try:
+        took = between_calls_after(SPARES_NOW)
         ok(len(st.spares) == 1 and took < 1.5,
            "N, no spare left: the next spare is forked at once (%.0f ms)" % (took * 1000))
-        os.write(w, frame(SPARES_NOW))
-        t0 = time.monotonic()
-        loop.between_calls(SAID)
-        took = time.monotonic() - t0
+        took = between_calls_after(SPARES_NOW)
         ok(len(st.spares) == 1 and took >= 2.9,
            "N, a spare left: the loop waits for a request sent on the answer (%.0f ms)" % (took * 1000))
         clear(st)
@@ -137,19 +139,13 @@ def main():
         # and would wait for the fork (its start kills the spare), so the
         # loop waits for a request sent on the answer, as before.
         st.interpreters["python"] = SimpleNamespace(alive=True)
-        os.write(w, frame(SPARES_NOW))
-        t0 = time.monotonic()
-        loop.between_calls(SAID)
-        took = time.monotonic() - t0
+        took = between_calls_after(SPARES_NOW)
         del st.interpreters["python"]
         ok(len(st.spares) == 1 and took >= 2.9,
            "N, no spare left, an interpreter alive: the loop waits for a request sent on the answer (%.0f ms)"
            % (took * 1000))
         clear(st)
-        os.write(w, frame(SPARES_LATER, b"5000"))
-        t0 = time.monotonic()
-        loop.between_calls(SAID)
-        took = time.monotonic() - t0
+        took = between_calls_after(SPARES_LATER)
         ok(not st.spares and loop.spare_due and took < 1.5,
            "L, no spare left: the loop goes on at once, the fork waits for N (%.0f ms)" % (took * 1000))
         os.write(w, frame(SPARES_NOW))
